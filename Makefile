@@ -1,0 +1,24 @@
+# Two commands: `make demo` and `make test`. Both create the venv on first use.
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+DEMO_DIR ?= demo-out
+
+.PHONY: venv demo test bench clean
+
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e '.[cpu,dev]'
+	touch $@
+
+venv: $(VENV)/.installed
+
+demo: venv
+	PATH="$(abspath $(VENV))/bin:$$PATH" bash scripts/demo.sh $(DEMO_DIR)
+
+test: venv
+	$(PY) -m pytest -n 2 -q tests
+
+clean:
+	rm -rf $(DEMO_DIR) bench-out

@@ -1,0 +1,1 @@
+"""The `tfpipe` command. Thin: parse arguments, call the packages, print."""

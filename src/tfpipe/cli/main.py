@@ -1,0 +1,74 @@
+"""Entry point of the `tfpipe` command.
+
+Each verb lives in its own module (`tfpipe.cli.<verb>`) exposing a click
+command named `command`; modules load only when their verb runs, so
+`tfpipe --help` stays fast and TensorFlow is imported only when needed.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import sys
+
+import click
+
+from tfpipe._tf import INSTALL_HINT, tensorflow_available
+from tfpipe._version import __version__
+
+# verb -> (module, one-line help shown by `tfpipe --help`)
+VERBS: dict[str, tuple[str, str]] = {
+    "convert": ("tfpipe.cli.convert", "Convert raw data into sharded TFRecords with a manifest."),
+    "inspect": ("tfpipe.cli.inspect", "Show schema, counts, class histogram and first records."),
+    "verify": ("tfpipe.cli.verify", "Check manifest, checksums and every record; salvage damage."),
+    "env": ("tfpipe.cli.env", "TensorFlow build, devices, CPUs and RAM this process may use."),
+    "config": ("tfpipe.cli.config", "Show fully resolved configs and presets."),
+    "preview": ("tfpipe.cli.preview", "Write a PNG grid of what the pipeline feeds the model."),
+    "materialize": ("tfpipe.cli.materialize", "Write N augmented epochs to disk."),
+    "bench": ("tfpipe.cli.bench", "Measure pipeline throughput, stages, sweeps, input-boundness."),
+    "check": ("tfpipe.cli.check", "Pre-flight checklist before a long training run."),
+    "doctor": ("tfpipe.cli.doctor", "Find anti-patterns in any tf.data pipeline."),
+}
+
+
+class LazyGroup(click.Group):
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        available = []
+        for verb, (module, _) in VERBS.items():
+            if importlib.util.find_spec(module) is not None:
+                available.append(verb)
+        return available
+
+    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
+        if name not in VERBS:
+            return None
+        module_name, short_help = VERBS[name]
+        if importlib.util.find_spec(module_name) is None:
+            return None
+        command = importlib.import_module(module_name).command
+        command.short_help = command.short_help or short_help
+        return command
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        # Use the static one-liners so `--help` never imports the verbs' modules.
+        rows = [(verb, VERBS[verb][1]) for verb in self.list_commands(ctx)]
+        if rows:
+            with formatter.section("Commands"):
+                formatter.write_dl(rows)
+
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="tfpipe")
+def cli() -> None:
+    """tfpipe: fast, reproducible TensorFlow input pipelines."""
+
+
+def main() -> None:
+    if not tensorflow_available():
+        click.echo(f"error: {INSTALL_HINT}", err=True)
+        sys.exit(2)
+    cli()
+
+
+if __name__ == "__main__":
+    main()
