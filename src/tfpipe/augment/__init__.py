@@ -1,0 +1,44 @@
+"""Graph-only augmentation ops: geometry (L2), boxes, pixel (L3), batch (L4).
+
+Every random op takes a sample (or batch) seed, an int ``[2]`` tensor, and draws with
+``tf.random.stateless_*`` only. Geometric ops return ``(image, matrix)``; see
+docs/augment.md for the matrix and box conventions.
+"""
+
+from tfpipe.augment.boxes import FORMATS as BOX_FORMATS
+from tfpipe.augment.boxes import convert as convert_boxes
+from tfpipe.augment.boxes import filter_boxes, transform_boxes
+from tfpipe.augment.geometry import (
+    affine,
+    apply_geometry,
+    center_crop,
+    center_crop_window,
+    compose,
+    crop_and_resize,
+    crop_matrix,
+    flip_matrix,
+    identity_matrix,
+    pad_and_crop,
+    random_affine,
+    random_flip,
+    random_resized_crop,
+    random_rot90,
+    remap,
+    resize_matrix,
+    rot90_matrix,
+    rotation_matrix,
+    sample_affine_matrix,
+    sample_crop_window,
+    scale_matrix,
+    shear_matrix,
+    translate_matrix,
+)
+
+__all__ = [
+    "BOX_FORMATS", "affine", "apply_geometry", "center_crop", "center_crop_window", "compose",
+    "convert_boxes", "crop_and_resize", "crop_matrix", "filter_boxes", "flip_matrix",
+    "identity_matrix", "pad_and_crop", "random_affine", "random_flip", "random_resized_crop",
+    "random_rot90", "remap", "resize_matrix", "rot90_matrix", "rotation_matrix",
+    "sample_affine_matrix", "sample_crop_window", "scale_matrix", "shear_matrix",
+    "transform_boxes", "translate_matrix",
+]
