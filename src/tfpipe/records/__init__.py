@@ -1,0 +1,53 @@
+"""tfpipe.records: TFRecord framing, example codec and schema, atomic sharded
+writer, manifest, tf.data source, verify and salvage.
+
+TensorFlow is imported only by the functions that need it.
+"""
+
+from __future__ import annotations
+
+from tfpipe.errors import ManifestError, RecordError, SchemaError
+from tfpipe.records.codec import decode_example, encode_example, schema_from_example
+from tfpipe.records.framing import (
+    FINDING_KINDS,
+    Finding,
+    count_records,
+    encode_frame,
+    iter_frames,
+    masked_crc32c,
+    scan,
+    scan_file,
+)
+from tfpipe.records.manifest import (
+    MANIFEST_NAME,
+    Manifest,
+    ShardEntry,
+    SkippedInput,
+    SplitInfo,
+)
+from tfpipe.records.schema import (
+    SCHEMA_VERSION,
+    VERSION_KEY,
+    FeatureSpec,
+    Schema,
+    classification_schema,
+    detection_schema,
+    infer_schema,
+)
+from tfpipe.records.writer import (
+    DEFAULT_SHARD_SIZE,
+    ShardedWriter,
+    ShardInfo,
+    parse_size,
+    shard_name,
+    write_shard,
+)
+
+__all__ = [
+    "DEFAULT_SHARD_SIZE", "FINDING_KINDS", "MANIFEST_NAME", "SCHEMA_VERSION", "VERSION_KEY",
+    "FeatureSpec", "Finding", "Manifest", "ManifestError", "RecordError", "Schema",
+    "SchemaError", "ShardEntry", "ShardInfo", "ShardedWriter", "SkippedInput", "SplitInfo",
+    "classification_schema", "count_records", "decode_example", "detection_schema",
+    "encode_example", "encode_frame", "infer_schema", "iter_frames", "masked_crc32c",
+    "parse_size", "scan", "scan_file", "schema_from_example", "shard_name", "write_shard",
+]
