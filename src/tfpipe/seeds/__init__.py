@@ -1,0 +1,40 @@
+"""Stateless seed derivation: global -> epoch -> batch / sample -> op.
+
+Seeds are int64 tensors of shape [2]; see docs/seeds.md for the formulas and the
+guarantees (bit-identical batches whatever the parallelism, disjoint workers,
+restart at (epoch, step)).
+"""
+
+from tfpipe.seeds._derive import (
+    ALG,
+    BATCH_TAG,
+    GLOBAL_TAG,
+    OP_TAG,
+    SAMPLE_TAG,
+    batch_seed,
+    batch_stream,
+    epoch_seed,
+    fold,
+    global_index,
+    global_seed,
+    op_seed,
+    sample_seed,
+    sample_stream,
+)
+
+__all__ = [
+    "ALG",
+    "BATCH_TAG",
+    "GLOBAL_TAG",
+    "OP_TAG",
+    "SAMPLE_TAG",
+    "batch_seed",
+    "batch_stream",
+    "epoch_seed",
+    "fold",
+    "global_index",
+    "global_seed",
+    "op_seed",
+    "sample_seed",
+    "sample_stream",
+]
