@@ -1,0 +1,34 @@
+"""Measure input pipelines: throughput, stage bottlenecks, sweeps, input-boundness.
+
+`measure(dataset)` works on any `tf.data.Dataset`; the rest builds pipelines from a
+tfpipe config. `tfpipe.bench.baselines` holds deliberately slow reference pipelines
+(Python inside `tf.py_function`, ...) to compare against; `tfpipe.bench.check` the
+pre-flight checklist behind `tfpipe check`.
+"""
+
+from __future__ import annotations
+
+from tfpipe.bench._measure import Result, element_nbytes, measure
+from tfpipe.bench._sweep import (CSV_METRICS, SweepResult, SweepRow, grid_points,
+                                 parse_sweep_option, sweep, sweep_builder)
+
+__all__ = ["Result", "measure", "element_nbytes", "SweepResult", "SweepRow", "CSV_METRICS",
+           "grid_points", "parse_sweep_option", "sweep", "sweep_builder",
+           "stage_report", "StageReport", "input_bound", "InputBoundResult",
+           "trace_to_tensorboard"]
+
+
+def __getattr__(name: str):  # lazy: these pull in the pipeline / Keras
+    if name in ("stage_report", "StageReport"):
+        from tfpipe.bench import _stages
+
+        return getattr(_stages, name)
+    if name in ("input_bound", "InputBoundResult"):
+        from tfpipe.bench import _input_bound
+
+        return getattr(_input_bound, name)
+    if name == "trace_to_tensorboard":
+        from tfpipe.bench._tensorboard import trace_to_tensorboard
+
+        return trace_to_tensorboard
+    raise AttributeError(f"module 'tfpipe.bench' has no attribute {name!r}")

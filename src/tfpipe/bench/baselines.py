@@ -1,0 +1,438 @@
+"""Reference pipelines to compare tfpipe against, reading the same shards.
+
+These are deliberately written the common ways, slow ones included: Python
+(OpenCV / PIL / albumentations) inside `tf.py_function` / `tf.numpy_function`,
+per-sample `tf.image`, Keras preprocessing layers. They are the only place in
+tfpipe where Python runs inside a `tf.data` map, on purpose. They read the
+records with a plain `tf.data.TFRecordDataset` (no tfpipe reader).
+
+The augmentation is the imagenet one: random-resized crop, horizontal flip,
+brightness/contrast (saturation when configured), normalize with mean/std.
+"""
+
+from __future__ import annotations
+
+import glob
+import io
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+IMAGENET_MEAN = (0.485, 0.456, 0.406)
+IMAGENET_STD = (0.229, 0.224, 0.225)
+
+
+@dataclass(frozen=True)
+class NaiveSpec:
+    """The subset of a tfpipe config that the reference pipelines reproduce."""
+
+    image_size: tuple[int, int] = (224, 224)
+    channels: int = 3
+    batch_size: int = 64
+    drop_remainder: bool = True
+    shuffle_buffer: int = 1000
+    seed: int = 0
+    scale: tuple[float, float] | None = (0.08, 1.0)     # None: no random-resized crop
+    ratio: tuple[float, float] = (0.75, 4 / 3)
+    flip_p: float = 0.5
+    brightness: float | None = 0.4                     # max_delta on the [0,1] scale
+    contrast: tuple[float, float] | None = (0.6, 1.4)
+    saturation: tuple[float, float] | None = None
+    mean: tuple[float, ...] = IMAGENET_MEAN
+    std: tuple[float, ...] = IMAGENET_STD
+    output_dtype: str = "float32"                       # float32 normalized | uint8
+    one_hot: bool = False
+    num_classes: int | None = None
+    not_reproduced: tuple[str, ...] = field(default=())  # config ops the baseline skips
+
+    @classmethod
+    def from_config(cls, cfg: Any, split: str = "train") -> NaiveSpec:
+        """Read the fields from a loaded tfpipe config (attribute access)."""
+        data, pipe, aug = cfg.data, cfg.pipeline, cfg.augment
+        train = split == "train"
+        geometry = _ops(getattr(aug, "geometry", None)) if train else {}
+        pixel = _ops(getattr(aug, "pixel", None)) if train else {}
+        batch_ops = _ops(getattr(aug, "batch", None)) if train else {}
+        rrc = geometry.pop("random_resized_crop", None)
+        flip = geometry.pop("flip", None)
+        bright = pixel.pop("brightness", None)
+        contrast = pixel.pop("contrast", None)
+        sat = pixel.pop("saturation", None)
+        skipped = tuple(list(geometry) + list(pixel) + list(batch_ops))
+        mixing = bool(batch_ops)
+        norm = getattr(data, "normalize", None)
+        mean = tuple(_get(norm, "mean", IMAGENET_MEAN)) if norm is not None else (0.0,) * data.channels
+        std = tuple(_get(norm, "std", IMAGENET_STD)) if norm is not None else (1.0,) * data.channels
+        flip_h = flip is not None and bool(_get(flip, "horizontal", True))
+        return cls(
+            image_size=tuple(data.image_size), channels=int(data.channels),
+            batch_size=int(pipe.batch_size), drop_remainder=bool(pipe.drop_remainder),
+            shuffle_buffer=int(pipe.shuffle_buffer) if train else 0, seed=int(cfg.seed),
+            scale=tuple(_get(rrc, "scale", (0.08, 1.0))) if rrc is not None else None,
+            ratio=tuple(_get(rrc, "ratio", (0.75, 4 / 3))) if rrc is not None else (0.75, 4 / 3),
+            flip_p=float(_get(flip, "p", 0.5)) if flip_h else 0.0,
+            brightness=float(_get(bright, "max_delta", 0.4)) if bright is not None else None,
+            contrast=(float(_get(contrast, "lower", 0.6)), float(_get(contrast, "upper", 1.4)))
+            if contrast is not None else None,
+            saturation=(float(_get(sat, "lower", 0.6)), float(_get(sat, "upper", 1.4)))
+            if sat is not None else None,
+            mean=mean, std=std, output_dtype=str(data.output_dtype),
+            one_hot=str(getattr(data, "label_format", "index")) == "one_hot" or mixing,
+            num_classes=getattr(data, "num_classes", None),
+            not_reproduced=skipped,
+        )
+
+
+def _get(obj: Any, name: str, default: Any) -> Any:
+    if obj is None:
+        return default
+    if isinstance(obj, dict):
+        return obj.get(name, default)
+    return getattr(obj, name, default)
+
+
+def _ops(section: Any) -> dict[str, Any]:
+    """Enabled ops of an augment section (mapping op-name -> params), in order."""
+    if section is None:
+        return {}
+    if hasattr(section, "model_dump"):
+        items = section.model_dump(exclude_none=True)
+        items = {k: v for k, v in items.items() if isinstance(v, dict)}
+    elif isinstance(section, dict):
+        items = dict(section)
+    else:
+        items = dict(getattr(section, "items", lambda: [])())
+    return {k: v for k, v in items.items() if v is not None and _get(v, "enabled", True)}
+
+
+# --------------------------------------------------------------------------- reading
+
+def shard_files(path: str, split: str = "train") -> tuple[list[str], str | None]:
+    """The shard files of `split` under a converted dataset dir (or a glob), and compression."""
+    try:
+        from tfpipe.records import open_source
+
+        source = open_source(path, split=split)
+        return list(source.files), source.compression
+    except ImportError:  # records package not importable: plain glob
+        pass
+    pattern = os.path.join(path, f"{split}-*.tfrecord*") if os.path.isdir(path) else path
+    files = sorted(glob.glob(pattern))
+    if not files:
+        raise FileNotFoundError(f"no shards match {pattern}")
+    return files, "GZIP" if files[0].endswith(".gz") else None
+
+
+def read_records(files: Sequence[str], *, compression: str | None = None,
+                 shuffle_buffer: int = 0, seed: int = 0) -> Any:
+    """(encoded image bytes, int64 label) pairs, the plain tf.data way."""
+    import tensorflow as tf
+
+    comp = {None: "", "gzip": "GZIP", "GZIP": "GZIP"}.get(compression, compression)
+    ds = tf.data.TFRecordDataset(list(files), compression_type=comp)
+    if shuffle_buffer > 1:
+        ds = ds.shuffle(shuffle_buffer, seed=seed)
+    spec = {"image/encoded": tf.io.FixedLenFeature([], tf.string),
+            "image/class/label": tf.io.FixedLenFeature([], tf.int64, default_value=-1)}
+
+    def parse(record: Any) -> tuple[Any, Any]:
+        ex = tf.io.parse_single_example(record, spec)
+        return ex["image/encoded"], ex["image/class/label"]
+
+    return ds.map(parse)
+
+
+# --------------------------------------------------------------------------- NumPy augmentation
+
+def rrc_window(rng: np.random.Generator, h: int, w: int, scale: Sequence[float],
+               ratio: Sequence[float]) -> tuple[int, int, int, int]:
+    """Random-resized-crop window (y, x, ch, cw), the torchvision algorithm."""
+    area = h * w
+    log_r = np.log(ratio[0]), np.log(ratio[1])
+    for _ in range(10):
+        target = area * rng.uniform(scale[0], scale[1])
+        aspect = np.exp(rng.uniform(*log_r))
+        cw = int(round(np.sqrt(target * aspect)))
+        ch = int(round(np.sqrt(target / aspect)))
+        if 0 < cw <= w and 0 < ch <= h:
+            return int(rng.integers(0, h - ch + 1)), int(rng.integers(0, w - cw + 1)), ch, cw
+    # fallback: central crop at the clamped aspect
+    in_ratio = w / h
+    if in_ratio < ratio[0]:
+        cw, ch = w, int(round(w / ratio[0]))
+    elif in_ratio > ratio[1]:
+        ch, cw = h, int(round(h * ratio[1]))
+    else:
+        cw, ch = w, h
+    return (h - ch) // 2, (w - cw) // 2, ch, cw
+
+
+def numpy_augment(image: np.ndarray, spec: NaiveSpec, rng: np.random.Generator,
+                  backend: str = "cv2") -> np.ndarray:
+    """uint8 HxWxC -> augmented float32 (normalized) or uint8 image of spec.image_size."""
+    out_h, out_w = spec.image_size
+    h, w = image.shape[:2]
+    if spec.scale is not None:
+        y, x, ch, cw = rrc_window(rng, h, w, spec.scale, spec.ratio)
+    else:
+        y, x, ch, cw = 0, 0, h, w
+    crop = image[y:y + ch, x:x + cw]
+    if backend == "cv2":
+        import cv2
+
+        img = cv2.resize(crop, (out_w, out_h), interpolation=cv2.INTER_LINEAR)
+    else:
+        from PIL import Image
+
+        pil = Image.fromarray(crop.squeeze(-1) if crop.shape[-1] == 1 else crop)
+        img = np.asarray(pil.resize((out_w, out_h), Image.BILINEAR))
+    if img.ndim == 2:
+        img = img[..., None]
+    if spec.flip_p > 0 and rng.random() < spec.flip_p:
+        img = img[:, ::-1]
+    x01 = img.astype(np.float32) / 255.0
+    if spec.brightness is not None:
+        x01 = x01 + rng.uniform(-spec.brightness, spec.brightness)
+    if spec.contrast is not None:
+        f = rng.uniform(*spec.contrast)
+        m = x01.mean(axis=(0, 1), keepdims=True)
+        x01 = (x01 - m) * f + m
+    if spec.saturation is not None and x01.shape[-1] == 3:
+        f = rng.uniform(*spec.saturation)
+        gray = x01 @ np.array([0.299, 0.587, 0.114], np.float32)
+        x01 = gray[..., None] + (x01 - gray[..., None]) * f
+    x01 = np.clip(x01, 0.0, 1.0)
+    if spec.output_dtype == "uint8":
+        return np.round(x01 * 255.0).astype(np.uint8)
+    mean = np.asarray(spec.mean, np.float32)
+    std = np.asarray(spec.std, np.float32)
+    return ((x01 - mean) / std).astype(np.float32)
+
+
+def decode_numpy(data: bytes, channels: int = 3, backend: str = "cv2") -> np.ndarray:
+    if backend == "cv2":
+        import cv2
+
+        flag = cv2.IMREAD_COLOR if channels == 3 else cv2.IMREAD_GRAYSCALE
+        img = cv2.imdecode(np.frombuffer(data, np.uint8), flag)
+        if img is None:
+            raise ValueError("cv2.imdecode could not decode the image bytes")
+        if channels == 3:
+            img = cv2.cvtColor(img, cv2.COLOR_BGR2RGB)
+        return img if img.ndim == 3 else img[..., None]
+    from PIL import Image
+
+    pil = Image.open(io.BytesIO(data)).convert("RGB" if channels == 3 else "L")
+    img = np.asarray(pil)
+    return img if img.ndim == 3 else img[..., None]
+
+
+# --------------------------------------------------------------------------- pipelines
+
+def _finish(ds: Any, spec: NaiveSpec) -> Any:
+    import tensorflow as tf
+
+    if spec.one_hot:
+        if not spec.num_classes:
+            raise ValueError("one-hot labels need num_classes")
+        n = spec.num_classes
+        ds = ds.map(lambda im, y: (im, tf.one_hot(y, n, dtype=tf.float32)))
+    ds = ds.batch(spec.batch_size, drop_remainder=spec.drop_remainder)
+    return ds.map(lambda im, y: {"image": im, "label": y}).prefetch(tf.data.AUTOTUNE)
+
+
+def naive_pipeline(files: Sequence[str], spec: NaiveSpec, *, compression: str | None = None,
+                   backend: str = "cv2", num_parallel_calls: int = 8) -> Any:
+    """Decode + augment in Python (OpenCV or PIL) inside `tf.py_function`.
+
+    The way many training scripts do it. Each sample's random draws come from
+    `np.random.default_rng((seed, index))`, so the baseline is repeatable too.
+    """
+    import tensorflow as tf
+
+    h, w = spec.image_size
+    out_dtype = tf.uint8 if spec.output_dtype == "uint8" else tf.float32
+
+    def py_augment(index: Any, data: Any) -> np.ndarray:
+        rng = np.random.default_rng((spec.seed, int(index.numpy())))
+        img = decode_numpy(data.numpy(), spec.channels, backend)
+        return numpy_augment(img, spec, rng, backend)
+
+    def mapper(index: Any, pair: Any) -> tuple[Any, Any]:
+        data, label = pair
+        image = tf.py_function(py_augment, [index, data], out_dtype)
+        image.set_shape([h, w, spec.channels])
+        return image, label
+
+    ds = read_records(files, compression=compression, shuffle_buffer=spec.shuffle_buffer,
+                      seed=spec.seed).enumerate()
+    ds = ds.map(mapper, num_parallel_calls=num_parallel_calls)
+    return _finish(ds, spec)
+
+
+def naive_from_config(config: Any, overrides: Sequence[str] = (), split: str = "train",
+                      backend: str = "cv2") -> tuple[Any, NaiveSpec]:
+    """The `--baseline naive` pipeline for a tfpipe config, reading the same shards."""
+    from tfpipe.bench._build import resolve_config
+
+    cfg = resolve_config(config, overrides)
+    files, compression = shard_files(str(cfg.data.path), split)
+    spec = NaiveSpec.from_config(cfg, split)
+    if spec.one_hot and not spec.num_classes:
+        spec = _with_num_classes(spec, cfg, split)
+    return naive_pipeline(files, spec, compression=compression, backend=backend), spec
+
+
+def _with_num_classes(spec: NaiveSpec, cfg: Any, split: str) -> NaiveSpec:
+    import dataclasses
+
+    from tfpipe.records import open_source
+
+    manifest = open_source(str(cfg.data.path), split=split).manifest
+    n = len(getattr(manifest, "class_names", None) or []) if manifest is not None else 0
+    if not n:
+        raise ValueError("one-hot labels need data.num_classes (no class names in the manifest)")
+    return dataclasses.replace(spec, num_classes=n)
+
+
+# --------------------------------------------------------------------------- side-by-side variants
+# Used by benchmarks/pipeline_bench.py: each takes the shard files and returns a
+# dataset of batches (the decode-only variants: batches of small summaries, so
+# that what is timed is the decode itself).
+
+def _imagenet_spec(batch_size: int, size: int, seed: int) -> NaiveSpec:
+    return NaiveSpec(image_size=(size, size), batch_size=batch_size, seed=seed,
+                     shuffle_buffer=0)
+
+
+def cv2_py_function(files: Sequence[str], batch_size: int = 64, size: int = 224, seed: int = 0,
+                    num_parallel_calls: int = 8) -> Any:
+    return naive_pipeline(files, _imagenet_spec(batch_size, size, seed), backend="cv2",
+                          num_parallel_calls=num_parallel_calls)
+
+
+def albumentations_numpy_function(files: Sequence[str], batch_size: int = 64, size: int = 224,
+                                  seed: int = 0, num_parallel_calls: int = 8) -> Any:
+    import albumentations as A
+    import tensorflow as tf
+
+    transform = A.Compose([
+        A.RandomResizedCrop(size=(size, size), scale=(0.08, 1.0), ratio=(0.75, 4 / 3)),
+        A.HorizontalFlip(p=0.5),
+        A.RandomBrightnessContrast(brightness_limit=0.4, contrast_limit=0.4, p=1.0),
+        A.Normalize(mean=IMAGENET_MEAN, std=IMAGENET_STD),
+    ], seed=seed)
+
+    def np_augment(data: bytes) -> np.ndarray:
+        img = decode_numpy(data, 3, "cv2")
+        return transform(image=img)["image"].astype(np.float32)
+
+    def mapper(data: Any, label: Any) -> tuple[Any, Any]:
+        image = tf.numpy_function(np_augment, [data], tf.float32)
+        image.set_shape([size, size, 3])
+        return image, label
+
+    ds = read_records(files).map(mapper, num_parallel_calls=num_parallel_calls)
+    return _finish(ds, _imagenet_spec(batch_size, size, seed))
+
+
+def _rrc_box(data: Any, seed: Any) -> tuple[Any, Any]:
+    import tensorflow as tf
+
+    shape = tf.image.extract_jpeg_shape(data)
+    begin, crop_size, _ = tf.image.stateless_sample_distorted_bounding_box(
+        shape, tf.zeros([1, 0, 4], tf.float32), seed=seed, area_range=(0.08, 1.0),
+        aspect_ratio_range=(0.75, 4 / 3), min_object_covered=0.0, max_attempts=10,
+        use_image_if_no_bounding_boxes=True)
+    return begin, crop_size
+
+
+def tf_image_per_sample(files: Sequence[str], batch_size: int = 64, size: int = 224,
+                        seed: int = 0, num_parallel_calls: Any = None,
+                        decode_and_crop: bool = False) -> Any:
+    """The straightforward graph version: per-sample tf.image ops (stateless)."""
+    import tensorflow as tf
+
+    npc = num_parallel_calls or tf.data.AUTOTUNE
+    mean = tf.constant(IMAGENET_MEAN, tf.float32)
+    std = tf.constant(IMAGENET_STD, tf.float32)
+
+    def mapper(index: Any, pair: Any) -> tuple[Any, Any]:
+        data, label = pair
+        s = tf.stack([tf.cast(seed, tf.int64), index])
+        seeds = tf.random.experimental.stateless_split(s, 4)
+        begin, crop_size = _rrc_box(data, seeds[0])
+        if decode_and_crop:
+            window = tf.stack([begin[0], begin[1], crop_size[0], crop_size[1]])
+            img = tf.io.decode_and_crop_jpeg(data, window, channels=3)
+        else:
+            img = tf.slice(tf.io.decode_jpeg(data, channels=3), begin, crop_size)
+        img = tf.image.resize(img, [size, size]) / 255.0
+        img = tf.image.stateless_random_flip_left_right(img, seeds[1])
+        img = tf.image.stateless_random_brightness(img, 0.4, seeds[2])
+        img = tf.image.stateless_random_contrast(img, 0.6, 1.4, seeds[3])
+        img = (tf.clip_by_value(img, 0.0, 1.0) - mean) / std
+        return img, label
+
+    ds = read_records(files).enumerate().map(mapper, num_parallel_calls=npc)
+    return _finish(ds, _imagenet_spec(batch_size, size, seed))
+
+
+def keras_layers(files: Sequence[str], batch_size: int = 64, size: int = 224, seed: int = 0,
+                 num_parallel_calls: Any = None) -> Any:
+    """Keras preprocessing layers per sample. Keras has no random-resized-crop layer:
+    resize to 1.15x the output, then RandomCrop (the usual substitute)."""
+    import keras
+    import tensorflow as tf
+
+    npc = num_parallel_calls or tf.data.AUTOTUNE
+    big = int(round(size * 1.15))
+    layers = keras.Sequential([
+        keras.layers.Resizing(big, big),
+        keras.layers.RandomCrop(size, size, seed=seed),
+        keras.layers.Rescaling(1.0 / 255),
+        keras.layers.RandomFlip("horizontal", seed=seed),
+        keras.layers.RandomBrightness(0.4, value_range=(0.0, 1.0), seed=seed),
+        keras.layers.RandomContrast(0.4, seed=seed),
+        keras.layers.Normalization(mean=list(IMAGENET_MEAN),
+                                   variance=[s * s for s in IMAGENET_STD]),
+    ])
+
+    def mapper(data: Any, label: Any) -> tuple[Any, Any]:
+        img = tf.cast(tf.io.decode_jpeg(data, channels=3), tf.float32)
+        return layers(img, training=True), label
+
+    ds = read_records(files).map(mapper, num_parallel_calls=npc)
+    return _finish(ds, _imagenet_spec(batch_size, size, seed))
+
+
+def decode_only(files: Sequence[str], batch_size: int = 64, size: int = 224, seed: int = 0,
+                num_parallel_calls: Any = None, crop: bool = False) -> Any:
+    """Full `decode_jpeg` (or `decode_and_crop_jpeg` of an RRC window) and nothing else.
+
+    Decoded images differ in size, so each map emits a tiny summary (shape and a
+    sum over a strided sample of pixels: a full sum would add a pass over the
+    image). The summary depends on the decoded pixels, so the decode cannot be
+    pruned away.
+    """
+    import tensorflow as tf
+
+    npc = num_parallel_calls or tf.data.AUTOTUNE
+
+    def mapper(index: Any, pair: Any) -> tuple[Any, Any]:
+        data, label = pair
+        if crop:
+            begin, crop_size = _rrc_box(data, tf.stack([tf.cast(seed, tf.int64), index]))
+            window = tf.stack([begin[0], begin[1], crop_size[0], crop_size[1]])
+            img = tf.io.decode_and_crop_jpeg(data, window, channels=3)
+        else:
+            img = tf.io.decode_jpeg(data, channels=3)
+        summary = tf.reduce_sum(tf.cast(img[::16, ::16], tf.int32))
+        return tf.concat([tf.shape(img), [summary]], 0), label
+
+    ds = read_records(files).enumerate().map(mapper, num_parallel_calls=npc)
+    return ds.batch(batch_size, drop_remainder=True).map(
+        lambda s, y: {"image": s, "label": y}).prefetch(tf.data.AUTOTUNE)
