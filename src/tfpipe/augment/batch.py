@@ -21,6 +21,7 @@ from __future__ import annotations
 import tensorflow as tf
 
 from tfpipe.augment.color import ALG, _seed
+from tfpipe.augment.pixel import box_masks
 
 __all__ = ["to_one_hot", "sample_beta", "sample_partners", "mixup", "cutmix",
            "mixup_or_cutmix", "sample_cutmix_boxes", "paste_boxes"]
@@ -130,14 +131,6 @@ def sample_cutmix_boxes(seed, lam, height, width) -> tf.Tensor:
     x0 = tf.clip_by_value(cx - tf.floor(cut_w / 2), 0.0, w)
     x1 = tf.clip_by_value(cx + tf.floor(cut_w / 2), 0.0, w)
     return tf.cast(tf.stack([y0, x0, y1, x1], axis=1), tf.int32)
-
-
-def box_masks(boxes, height, width) -> tf.Tensor:
-    """Bool [B,H,W,1]: pixel inside the half-open integer box; built by broadcasting."""
-    ys = tf.range(height)[None, :, None, None]
-    xs = tf.range(width)[None, None, :, None]
-    y0, x0, y1, x1 = (boxes[:, i][:, None, None, None] for i in range(4))
-    return (ys >= y0) & (ys < y1) & (xs >= x0) & (xs < x1)
 
 
 def paste_boxes(images, partner_images, boxes) -> tf.Tensor:
