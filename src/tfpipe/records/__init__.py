@@ -25,6 +25,7 @@ from tfpipe.records.manifest import (
     SkippedInput,
     SplitInfo,
 )
+from tfpipe.records.salvage import SalvageReport, salvage
 from tfpipe.records.schema import (
     SCHEMA_VERSION,
     VERSION_KEY,
@@ -33,7 +34,10 @@ from tfpipe.records.schema import (
     classification_schema,
     detection_schema,
     infer_schema,
+    known_feature,
 )
+from tfpipe.records.source import RecordSource, open_source
+from tfpipe.records.verify import VerifyReport, verify
 from tfpipe.records.writer import (
     DEFAULT_SHARD_SIZE,
     ShardedWriter,
@@ -45,9 +49,9 @@ from tfpipe.records.writer import (
 
 __all__ = [
     "DEFAULT_SHARD_SIZE", "FINDING_KINDS", "MANIFEST_NAME", "SCHEMA_VERSION", "VERSION_KEY",
-    "FeatureSpec", "Finding", "Manifest", "ManifestError", "RecordError", "Schema",
+    "FeatureSpec", "Finding", "RecordSource", "SalvageReport", "VerifyReport", "Manifest", "ManifestError", "RecordError", "Schema",
     "SchemaError", "ShardEntry", "ShardInfo", "ShardedWriter", "SkippedInput", "SplitInfo",
     "classification_schema", "count_records", "decode_example", "detection_schema",
-    "encode_example", "encode_frame", "infer_schema", "iter_frames", "masked_crc32c",
-    "parse_size", "scan", "scan_file", "schema_from_example", "shard_name", "write_shard",
+    "encode_example", "encode_frame", "infer_schema", "known_feature", "iter_frames", "masked_crc32c",
+    "open_source", "parse_size", "salvage", "verify", "scan", "scan_file", "schema_from_example", "shard_name", "write_shard",
 ]

@@ -1,0 +1,202 @@
+"""`open_source`: the files, schema and parse function of a dataset, checked first.
+
+A dataset directory's manifest is validated and its shards compared to it
+(existence, size) before tf.data touches them; sha256 is left to `verify`
+because hashing every byte on each start is too slow. A bare glob of shards has
+no manifest: the schema is guessed from the first record.
+"""
+
+from __future__ import annotations
+
+import glob as globlib
+import os
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from tfpipe.errors import InputError, ManifestError, RecordError, SchemaError
+from tfpipe.records.codec import decode_example, schema_from_example
+from tfpipe.records.framing import count_records, detect_compression, iter_frames
+from tfpipe.records.manifest import MANIFEST_NAME, Manifest
+from tfpipe.records.schema import SCHEMA_VERSION, VERSION_KEY, FeatureSpec, Schema, known_feature
+
+Required = Iterable["str | FeatureSpec"] | Schema | None
+
+
+@dataclass
+class RecordSource:
+    """Shards of one split plus how to parse them.
+
+    ``parse(serialized)`` runs graph ops only (``tf.io.parse_single_example``):
+    fixed features come back with their declared shape, var features as dense
+    1-D tensors (``tf.sparse.to_dense``, padded with 0 / b""); `parse_batch`
+    parses a batch with ``tf.io.parse_example`` and returns var features as
+    ``tf.RaggedTensor``.
+    """
+
+    files: list[str]
+    compression: str | None
+    manifest: Manifest | None
+    schema: Schema
+    split: str
+    dataset_version: int
+    filled: dict[str, FeatureSpec] = field(default_factory=dict)
+    _num_records: int | None = None
+
+    @property
+    def tf_compression(self) -> str:
+        """``compression_type`` for ``tf.data.TFRecordDataset``: "GZIP" or ""."""
+        return "GZIP" if self.compression == "gzip" else ""
+
+    @property
+    def num_records(self) -> int:
+        """From the manifest; for a bare glob, counted once by walking the frames."""
+        if self._num_records is None:
+            self._num_records = sum(count_records(f, self.compression) for f in self.files)
+        return self._num_records
+
+    @property
+    def class_names(self) -> list[str]:
+        return list(self.manifest.class_names) if self.manifest else []
+
+    def parse_spec(self) -> dict[str, Any]:
+        """Features for ``tf.io.parse_example``, including defaults for filled features."""
+        spec = self.schema.parse_spec()
+        for name, fs in self.filled.items():
+            spec[name] = fs.parse_feature()
+        return spec
+
+    def _var_names(self) -> list[str]:
+        names = [n for n, s in self.schema.items() if s.kind == "var"]
+        return names + [n for n, s in self.filled.items() if s.kind == "var" and n not in names]
+
+    def parse(self, serialized: Any) -> dict[str, Any]:
+        """Parse one serialized example (a scalar string tensor); graph ops only."""
+        import tensorflow as tf
+
+        out = tf.io.parse_single_example(serialized, self.parse_spec())
+        for name in self._var_names():
+            out[name] = tf.sparse.to_dense(out[name])
+        return out
+
+    def parse_batch(self, serialized: Any) -> dict[str, Any]:
+        """Parse a batch ``[B]`` of examples; var features become RaggedTensors."""
+        import tensorflow as tf
+
+        out = tf.io.parse_example(serialized, self.parse_spec())
+        for name in self._var_names():
+            out[name] = tf.RaggedTensor.from_sparse(out[name])
+        return out
+
+    def dataset(self, num_parallel_reads: int | None = None) -> Any:
+        """``tf.data.TFRecordDataset`` over the files, in order (no parsing)."""
+        import tensorflow as tf
+
+        return tf.data.TFRecordDataset(self.files, compression_type=self.tf_compression,
+                                       num_parallel_reads=num_parallel_reads)
+
+
+def _resolve(path: str, split: str) -> tuple[list[str], Manifest | None, str | None]:
+    if os.path.isdir(path) or os.path.basename(path) == MANIFEST_NAME:
+        manifest = Manifest.load(path)
+        directory = path if os.path.isdir(path) else os.path.dirname(path)
+        files = manifest.shard_paths(directory, split)
+        entries = manifest.splits[split].shards
+        if not files:
+            raise ManifestError(f"{directory}: split {split!r} has no shards in the manifest")
+        for f, e in zip(files, entries):
+            if not os.path.isfile(f):
+                raise ManifestError(f"{f}: shard listed in the manifest is missing "
+                                    "(run `tfpipe verify` on the dataset)")
+            size = os.path.getsize(f)
+            if size != e.num_bytes:
+                raise ManifestError(f"{f}: {size} bytes on disk, the manifest says "
+                                    f"{e.num_bytes}; the shard was changed or truncated "
+                                    "(run `tfpipe verify`)")
+        return files, manifest, manifest.compression
+    files = sorted(f for f in globlib.glob(path) if os.path.isfile(f))
+    if not files:
+        raise InputError(f"no files match {path!r}; pass a dataset directory with "
+                         f"{MANIFEST_NAME} or a glob of .tfrecord[.gz] shards")
+    comps = {detect_compression(f) for f in files}
+    if len(comps) > 1:
+        raise InputError(f"{path!r} mixes GZIP and plain shards; read them separately")
+    return files, None, comps.pop()
+
+
+def _first_record(path: str, compression: str | None) -> bytes | None:
+    for _, _, data in iter_frames(path, compression):
+        return data
+    return None
+
+
+def _required_specs(required: Required) -> list[str | FeatureSpec]:
+    if required is None:
+        return []
+    if isinstance(required, Schema):
+        return list(required.values())
+    if isinstance(required, (str, FeatureSpec)):
+        return [required]
+    return list(required)
+
+
+def open_source(path_or_glob: str | os.PathLike[str], split: str = "train",
+                required: Required = None) -> RecordSource:
+    """Open a dataset directory (manifest checked) or a glob of shards.
+
+    ``required`` lists features the reader needs (names or `FeatureSpec`). A
+    required feature the dataset lacks (written by an older schema) is filled
+    with its declared default (from the given spec, else tfpipe's standard
+    spec for that key); with no default, `SchemaError` names the feature and
+    the shard. Datasets newer than this tfpipe's `SCHEMA_VERSION` are refused.
+    """
+    path = os.fspath(path_or_glob)
+    files, manifest, compression = _resolve(path, split)
+    per_file: list[tuple[str, Schema, int]] = []
+    if manifest is not None:
+        schema = manifest.schema
+        version = manifest.schema_version
+        per_file = [(files[0], schema, version)]
+    else:
+        schema = Schema()
+        version = SCHEMA_VERSION
+        for f in files:
+            try:
+                rec = _first_record(f, compression)
+            except RecordError as e:
+                raise RecordError(f"{e} (run `tfpipe verify {f}`)", path=e.path,
+                                  index=e.index, offset=e.offset) from e
+            if rec is None:
+                continue
+            s = schema_from_example(rec)
+            v = int(decode_example(rec).get(VERSION_KEY, [0])[0] or 0)
+            per_file.append((f, s, v))
+        if not per_file:
+            raise InputError(f"{path!r}: every file is empty; nothing to read")
+        schema = per_file[0][1]
+        version = min(v for _, _, v in per_file)
+    if version > SCHEMA_VERSION:
+        raise SchemaError(f"{files[0]}: dataset schema version {version} is newer than this "
+                          f"tfpipe supports ({SCHEMA_VERSION}); upgrade tfpipe")
+    filled: dict[str, FeatureSpec] = {}
+    for req in _required_specs(required):
+        name = req.name if isinstance(req, FeatureSpec) else str(req)
+        for shard, s, v in per_file:
+            if name in s:
+                have = s[name]
+                if isinstance(req, FeatureSpec) and req.dtype != have.dtype:
+                    raise SchemaError(f"feature {name!r} in shard {shard} is {have.dtype}, "
+                                      f"the reader needs {req.dtype}")
+                continue
+            spec = req if isinstance(req, FeatureSpec) else known_feature(name)
+            if spec is None or (spec.default is None and spec.kind == "fixed"):
+                raise SchemaError(
+                    f"feature {name!r} is required but missing from shard {shard} "
+                    f"(dataset schema version {v}, this tfpipe writes {SCHEMA_VERSION}) and "
+                    "declares no default; re-convert the dataset or pass "
+                    f"required=[FeatureSpec({name!r}, ..., default=...)]")
+            filled[name] = spec
+    return RecordSource(files=files, compression=compression, manifest=manifest,
+                        schema=schema, split=split, dataset_version=version, filled=filled,
+                        _num_records=(manifest.splits[split].num_records
+                                      if manifest is not None else None))

@@ -1,0 +1,209 @@
+"""`verify`: manifest vs files, every record's CRCs, optionally every image and box.
+
+Findings beyond the framing kinds of `scan_file`:
+``manifest`` (manifest.json unreadable or invalid), ``missing-file``,
+``size-mismatch``, ``checksum-mismatch``, ``count-mismatch``,
+``unlisted-file`` (a shard or leftover temp file the manifest does not list),
+and with ``deep=True``: ``bad-example``, ``bad-image``, ``bad-box``, ``bad-label``.
+"""
+
+from __future__ import annotations
+
+import glob as globlib
+import hashlib
+import os
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from tfpipe.errors import ManifestError
+from tfpipe.records.codec import decode_example
+from tfpipe.records.framing import Finding, _Buffer, _Record, detect_compression, walk
+from tfpipe.records.manifest import MANIFEST_NAME, Manifest
+from tfpipe.records.writer import SHARD_NAME_RE
+
+RECORD_KINDS = ("corrupted-length", "corrupted-data", "truncated", "not-a-tfrecord", "empty")
+
+
+@dataclass
+class VerifyReport:
+    """Result of `verify`; ``ok`` is True only when nothing was found."""
+
+    path: str
+    deep: bool
+    findings: list[Finding] = field(default_factory=list)
+    files_checked: int = 0
+    records_checked: int = 0
+    bytes_checked: int = 0
+    manifest: bool = False
+
+    @property
+    def ok(self) -> bool:
+        return not self.findings
+
+    @property
+    def damaged_files(self) -> list[str]:
+        """Files whose frames are damaged (candidates for `salvage`)."""
+        return sorted({f.path for f in self.findings
+                       if f.kind in RECORD_KINDS and f.kind != "empty"})
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"path": self.path, "ok": self.ok, "deep": self.deep,
+                "manifest": self.manifest, "files_checked": self.files_checked,
+                "records_checked": self.records_checked, "bytes_checked": self.bytes_checked,
+                "findings": [f.to_dict() for f in self.findings],
+                "damaged_files": self.damaged_files}
+
+
+def _sha256(path: str) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while chunk := f.read(4 << 20):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+class _DeepChecker:
+    """Decodes images with TensorFlow and checks boxes and labels of one record."""
+
+    def __init__(self, num_classes: int | None) -> None:
+        import tensorflow as tf
+
+        self.tf = tf
+        self.num_classes = num_classes
+
+    def check(self, path: str, index: int, offset: int, space: str,
+              data: bytes) -> list[Finding]:
+        def f(kind: str, msg: str) -> Finding:
+            return Finding(kind, path, index, offset, msg, offset_space=space)
+
+        try:
+            ex = decode_example(data)
+        except Exception as e:  # noqa: BLE001 - any protobuf failure is the finding
+            return [f("bad-example", f"not a tf.train.Example ({e})")]
+        out: list[Finding] = []
+        enc = ex.get("image/encoded")
+        if enc:
+            try:
+                img = self.tf.io.decode_image(enc[0], expand_animations=False).numpy()
+            except Exception as e:  # noqa: BLE001
+                msg = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+                out.append(f("bad-image", f"image/encoded does not decode: {msg[:200]}"))
+            else:
+                h, w = ex.get("image/height", [None])[0], ex.get("image/width", [None])[0]
+                if h is not None and w is not None and (h, w) != img.shape[:2]:
+                    out.append(f("bad-image", f"decoded size {img.shape[0]}x{img.shape[1]} "
+                                 f"differs from image/height x image/width {h}x{w}"))
+        boxes = [ex.get(f"image/object/bbox/{k}") for k in ("ymin", "xmin", "ymax", "xmax")]
+        if any(b is not None for b in boxes):
+            lens = {len(b or []) for b in boxes}
+            if len(lens) != 1:
+                out.append(f("bad-box", f"bbox lists have different lengths {sorted(lens)}"))
+            else:
+                for j, (y0, x0, y1, x1) in enumerate(zip(*[b or [] for b in boxes])):
+                    if not all(0.0 <= v <= 1.0 for v in (y0, x0, y1, x1)):
+                        out.append(f("bad-box", f"box {j} ({y0:.4g},{x0:.4g},{y1:.4g},"
+                                     f"{x1:.4g}) yxyx is outside [0, 1]"))
+                    elif y0 > y1 or x0 > x1:
+                        out.append(f("bad-box", f"box {j} has ymin>ymax or xmin>xmax "
+                                     f"({y0:.4g},{x0:.4g},{y1:.4g},{x1:.4g})"))
+                n = len(boxes[0] or [])
+                labels = ex.get("image/object/class/label")
+                if labels is not None and labels and len(labels) != n:
+                    out.append(f("bad-box", f"{n} boxes but {len(labels)} object labels"))
+        if self.num_classes:
+            labels = list(ex.get("image/class/label", [])) + \
+                list(ex.get("image/object/class/label", []))
+            bad = [v for v in labels if not 0 <= v < self.num_classes]
+            if bad:
+                out.append(f("bad-label", f"labels {bad[:5]} outside [0, {self.num_classes})"))
+        return out
+
+
+def _check_file(path: str, compression: str | None, report: VerifyReport,
+                deep: _DeepChecker | None, expect_records: int | None = None) -> int:
+    """Scan one file into the report; return its intact record count."""
+    # "auto" for a lone file; a manifest's compression is authoritative, as for tf.data.
+    comp = detect_compression(path, compression)
+    n = 0
+    with _Buffer(path, comp) as buf:
+        space = "decompressed" if comp == "gzip" else "file"
+        for item in walk(buf):
+            if isinstance(item, Finding):
+                if item.kind == "empty" and expect_records == 0:
+                    continue  # a declared-empty shard is fine
+                report.findings.append(item)
+                continue
+            n += 1
+            if deep is not None:
+                data = bytes(buf.mm[item.start:item.start + item.length])
+                report.findings.extend(deep.check(path, item.index, item.offset, space, data))
+        report.bytes_checked += buf.size
+    report.files_checked += 1
+    report.records_checked += n
+    return n
+
+
+def verify(path: str | os.PathLike[str], deep: bool = False,
+           progress: Callable[[str], None] | None = None) -> VerifyReport:
+    """Check a dataset directory (with manifest.json) or a single shard file.
+
+    Directory: manifest valid; every listed shard exists with the recorded
+    size, sha256 and record count; every frame's CRCs; files the manifest does
+    not list. ``deep=True`` also decodes every image and checks boxes
+    (within [0, 1], min <= max) and labels (within the class list).
+    """
+    p = os.fspath(path)
+    report = VerifyReport(path=p, deep=deep)
+    if os.path.isfile(p) and os.path.basename(p) != MANIFEST_NAME:
+        if progress:
+            progress(p)
+        _check_file(p, "auto", report, _DeepChecker(None) if deep else None)
+        return report
+    directory = p if os.path.isdir(p) else os.path.dirname(p)
+    try:
+        manifest = Manifest.load(p)
+    except ManifestError as e:
+        report.findings.append(Finding("manifest", os.path.join(directory, MANIFEST_NAME),
+                                       None, None, str(e)))
+        return report
+    report.manifest = True
+    checker = _DeepChecker(len(manifest.class_names) or None) if deep else None
+    listed: set[str] = set()
+    for split in sorted(manifest.splits):
+        for entry, f in zip(manifest.splits[split].shards,
+                            manifest.shard_paths(directory, split)):
+            listed.add(os.path.realpath(f))
+            if progress:
+                progress(f)
+            if not os.path.isfile(f):
+                report.findings.append(Finding("missing-file", f, None, None,
+                                               f"listed in split {split!r} but missing"))
+                continue
+            size = os.path.getsize(f)
+            if size != entry.num_bytes:
+                report.findings.append(Finding(
+                    "size-mismatch", f, None, None,
+                    f"{size} bytes on disk, manifest says {entry.num_bytes}"))
+            sha = _sha256(f)
+            if sha != entry.sha256:
+                report.findings.append(Finding(
+                    "checksum-mismatch", f, None, None,
+                    f"sha256 {sha[:16]}... differs from the manifest's {entry.sha256[:16]}..."))
+            n = _check_file(f, manifest.compression, report, checker, entry.num_records)
+            if n != entry.num_records:
+                report.findings.append(Finding(
+                    "count-mismatch", f, None, None,
+                    f"{n} intact records, manifest says {entry.num_records}"))
+    for f in sorted(globlib.glob(os.path.join(directory, "*")) +
+                    globlib.glob(os.path.join(directory, ".*"))):
+        name = os.path.basename(f)
+        if os.path.realpath(f) in listed or not os.path.isfile(f):
+            continue
+        if SHARD_NAME_RE.match(name) or re.match(r"^\..*\.tmp-\d+", name):
+            report.findings.append(Finding(
+                "unlisted-file", f, None, None,
+                "shard or temporary file not listed in the manifest (left over from an "
+                "earlier or interrupted run?); a glob over this directory would read it"))
+    return report

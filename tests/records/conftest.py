@@ -1,0 +1,61 @@
+"""Shared fixtures for tfpipe.records tests: small JPEGs and encoded examples."""
+
+from __future__ import annotations
+
+import pytest
+
+from tfpipe.records import classification_schema, detection_schema, encode_example
+
+
+@pytest.fixture(scope="session")
+def jpegs() -> list[bytes]:
+    from tfpipe.sample_data import make_jpeg_bytes
+
+    return make_jpeg_bytes(8, seed=1, size_range=(32, 64))
+
+
+@pytest.fixture(scope="session")
+def image_sizes(jpegs: list[bytes]) -> list[tuple[int, int]]:
+    import io
+
+    from PIL import Image
+
+    return [Image.open(io.BytesIO(b)).size[::-1] for b in jpegs]  # (h, w)
+
+
+def make_cls_records(jpegs: list[bytes], sizes: list[tuple[int, int]], n: int) -> list[bytes]:
+    schema = classification_schema()
+    out = []
+    for i in range(n):
+        h, w = sizes[i % len(jpegs)]
+        out.append(encode_example({
+            "image/encoded": jpegs[i % len(jpegs)], "image/format": "jpeg",
+            "image/height": h, "image/width": w, "image/filename": f"img{i}.jpg",
+            "image/class/label": i % 3, "image/class/text": f"c{i % 3}",
+        }, schema))
+    return out
+
+
+@pytest.fixture(scope="session")
+def cls_records(jpegs: list[bytes], image_sizes: list[tuple[int, int]]) -> list[bytes]:
+    return make_cls_records(jpegs, image_sizes, 12)
+
+
+@pytest.fixture(scope="session")
+def det_records(jpegs: list[bytes], image_sizes: list[tuple[int, int]]) -> list[bytes]:
+    schema = detection_schema()
+    out = []
+    for i in range(4):
+        h, w = image_sizes[i]
+        k = i + 1
+        out.append(encode_example({
+            "image/encoded": jpegs[i], "image/format": "jpeg", "image/height": h,
+            "image/width": w,
+            "image/object/bbox/ymin": [0.1 * j for j in range(k)],
+            "image/object/bbox/xmin": [0.05] * k,
+            "image/object/bbox/ymax": [0.1 * j + 0.1 for j in range(k)],
+            "image/object/bbox/xmax": [0.5] * k,
+            "image/object/class/label": list(range(k)),
+            "image/object/class/text": [f"o{j}" for j in range(k)],
+        }, schema))
+    return out
