@@ -1,0 +1,21 @@
+"""`build_pipeline`: config -> reproducible, fast `tf.data.Dataset` (docs/pipeline.md)."""
+
+from tfpipe.pipeline._build import STAGES, build_pipeline, build_stages
+from tfpipe.pipeline._errors import reset_skipped_counts, skipped_counts
+from tfpipe.pipeline._materialize import MARKER as MATERIALIZED_MARKER
+from tfpipe.pipeline._materialize import materialize
+from tfpipe.pipeline._options import options
+from tfpipe.pipeline._settings import Settings, settings
+
+__all__ = [
+    "MATERIALIZED_MARKER",
+    "STAGES",
+    "Settings",
+    "build_pipeline",
+    "build_stages",
+    "materialize",
+    "options",
+    "reset_skipped_counts",
+    "settings",
+    "skipped_counts",
+]

@@ -1,0 +1,276 @@
+"""Classification: per-sample L1 + L2 in uint8, batched L3, L4 on the batch.
+
+Seeds (docs/seeds.md): sample seed = `sample_seed(epoch_seed, global_index)`;
+geometry op i draws from `op_seed(sample_seed, i)`, pixel op j from
+`op_seed(sample_seed, PIXEL_BASE + j)`; L4 op k from `op_seed(batch_seed, k)`.
+Whether a batch is augmented at all (`augment.enable_rate`) is one draw from
+`op_seed(batch_seed, ENABLE_OP)`; every sample computes it from its own global
+batch index, `global_index(local // batch_size, worker, workers)`, so per-sample
+L2 and batched L3/L4 agree.
+
+L3 runs after batching: each sample carries one seed per pixel op, and the
+`tfpipe.augment` kernels draw row i's parameters from seed i only and apply
+them to the whole batch at once. That equals running the op per sample (tested)
+and avoids per-sample broadcasting, the hotspot PERF-NOTES found.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import tensorflow as tf
+
+from tfpipe import augment, seeds
+from tfpipe.errors import ConfigError
+from tfpipe.pipeline._decode import decode_full, decode_window, resize_uint8
+from tfpipe.pipeline._settings import Op, Settings
+from tfpipe.pipeline._source import IMAGE_KEY, LABEL_KEY
+
+PIXEL_BASE = 1000
+ENABLE_OP = 0x656E61626C65  # "enable"
+COIN_TAG = 0x636F696E  # "coin": the p-draw of ops whose function has no p argument
+
+
+def coin(seed: tf.Tensor, p: float) -> tf.Tensor:
+    """True with probability p, from its own stream of the op seed."""
+    if p >= 1.0:
+        return tf.constant(True)
+    return tf.random.stateless_uniform((), seeds.fold(seed, COIN_TAG), alg="philox") < p
+
+
+def batch_enabled(epoch_seed: tf.Tensor, global_batch: tf.Tensor, rate: float) -> tf.Tensor:
+    if rate >= 1.0:
+        return tf.constant(True)
+    if rate <= 0.0:
+        return tf.constant(False)
+    bseed = seeds.op_seed(seeds.batch_seed(epoch_seed, global_batch), ENABLE_OP)
+    return tf.random.stateless_uniform((), bseed, alg="philox") < rate
+
+
+def _pair(op: Op, key: str, default: tuple[float, float]) -> tuple[float, float]:
+    v = op.params.get(key, default)
+    return (float(v[0]), float(v[1]))
+
+
+def apply_geometry_op(op: Op, image: tf.Tensor, seed: tf.Tensor,
+                      size: tuple[int, int]) -> tf.Tensor:
+    """One L2 op on one uint8 image via `tfpipe.augment` (unfused reference path)."""
+    name, prm = op.name, op.params
+    interp = str(prm.get("interpolation", "bilinear"))
+    if name == "flip":
+        return augment.random_flip(image, seed, bool(prm.get("horizontal", True)),
+                                   bool(prm.get("vertical", False)), op.p)[0]
+    if name == "rot90":
+        return augment.random_rot90(image, seed, op.p)[0]
+    if name == "random_resized_crop":
+        fn: Callable[[], tf.Tensor] = lambda: augment.random_resized_crop(  # noqa: E731
+            image, seed, size, _pair(op, "scale", (0.08, 1.0)),
+            _pair(op, "ratio", (3 / 4, 4 / 3)), interp)[0]
+    elif name == "center_crop":
+        fn = lambda: augment.center_crop(  # noqa: E731
+            image, size, float(prm.get("crop_fraction", 0.875)), interp)[0]
+    elif name == "affine":
+        kw = {k: prm[k] for k in ("rotation", "scale", "per_axis_scale", "shear", "translate",
+                                  "interpolation", "fill_mode", "fill_value") if k in prm}
+        for k in ("scale", "translate"):
+            if k in kw and kw[k] is not None:
+                kw[k] = tuple(kw[k])
+        fn = lambda: augment.random_affine(image, seed, **kw)[0]  # noqa: E731
+    elif name == "pad_and_crop":
+        kw = {k: prm[k] for k in ("padding", "fill_mode", "fill_value") if k in prm}
+        fn = lambda: augment.pad_and_crop(image, seed, **kw)[0]  # noqa: E731
+    elif name == "elastic":
+        from tfpipe.augment.elastic import elastic
+
+        fn = lambda: elastic(image, seed, float(prm.get("alpha", 34.0)),  # noqa: E731
+                             float(prm.get("sigma", 4.0)))[0]
+    else:
+        raise ConfigError(f"augment.geometry.{name}: unknown op; allowed: random_resized_crop, "
+                          "center_crop, flip, rot90, affine, pad_and_crop, elastic")
+    if op.p >= 1.0:
+        return fn()
+    out = tf.cond(coin(seed, op.p), fn, lambda: image)
+    return tf.ensure_shape(out, [None, None, image.shape[-1]])
+
+
+def aug(name: str) -> Any:
+    """A `tfpipe.augment` function, also when only its submodule exports it."""
+    import importlib
+
+    for module in ("tfpipe.augment", "tfpipe.augment.color", "tfpipe.augment.pixel",
+                   "tfpipe.augment.batch"):
+        try:
+            fn = getattr(importlib.import_module(module), name, None)
+        except ImportError:
+            continue
+        if fn is not None:
+            return fn
+    return None
+
+
+def pixel_fn(op: Op) -> Callable[[tf.Tensor, tf.Tensor], tf.Tensor]:
+    """`(images [B,H,W,C], seeds [B,2]) -> images` for an L3 op (per-row parameters)."""
+    fn = aug(f"random_{op.name}") or aug(op.name)
+    if fn is None:
+        raise ConfigError(f"augment.pixel.{op.name}: no such op in tfpipe.augment "
+                          f"(looked for random_{op.name} / {op.name})")
+    params = {k: (tuple(v) if isinstance(v, list) else v) for k, v in op.params.items()}
+    return lambda images, s: fn(images, s, **params, p=op.p)
+
+
+class Classify:
+    """Per-sample and per-batch functions for one classification pipeline."""
+
+    def __init__(self, s: Settings, epoch_seed: tf.Tensor, worker: int, workers: int,
+                 parse: Callable[[tf.Tensor], dict[str, tf.Tensor]], train: bool) -> None:
+        self.s, self.es, self.wi, self.wc, self.parse, self.train = (
+            s, epoch_seed, worker, workers, parse, train)
+        self.geometry = s.active("geometry") if train else []
+        self.pixel = s.active("pixel") if train else []
+        self.batch_ops = s.active("batch") if train else []
+        self.pixel_fns = [pixel_fn(op) for op in self.pixel]
+        # resolved here, not inside the traced functions (autograph would trace importlib)
+        self.normalize, self.to_one_hot = aug("normalize"), aug("to_one_hot")
+        self.mixers = [aug(op.name) for op in self.batch_ops]
+        for op in self.batch_ops:
+            if op.name not in ("mixup", "cutmix"):
+                raise ConfigError(f"augment.batch.{op.name}: not a classification op; "
+                                  "allowed: mixup, cutmix (mosaic is detection-only)")
+
+    # ------------------------------------------------------------------ L1 + L2
+    def eval_image(self, encoded: tf.Tensor) -> tf.Tensor:
+        size, frac = self.s.image_size, self.s.eval_crop_fraction
+        crop, _, _ = decode_window(
+            encoded, self.s.channels,
+            lambda h, w: augment.center_crop_window(h, w, size, frac))
+        return resize_uint8(crop, size)
+
+    def train_image(self, encoded: tf.Tensor, sseed: tf.Tensor) -> tf.Tensor:
+        size, ops = self.s.image_size, self.geometry
+        start = 0
+        if ops and ops[0].name == "random_resized_crop" and \
+                ops[0].params.get("interpolation", "bilinear") == "bilinear":
+            op, seed0 = ops[0], seeds.op_seed(sseed, 0)
+            scale, ratio = _pair(op, "scale", (0.08, 1.0)), _pair(op, "ratio", (3 / 4, 4 / 3))
+
+            def window(h: tf.Tensor, w: tf.Tensor) -> tuple[tf.Tensor, ...]:
+                win = augment.sample_crop_window(seed0, h, w, scale, ratio)
+                if op.p < 1.0:  # not applied: the whole image, resized
+                    full = (tf.constant(0), tf.constant(0), h, w)
+                    win = tuple(tf.where(coin(seed0, op.p), a, b) for a, b in zip(win, full))
+                return win
+
+            crop, _, _ = decode_window(encoded, self.s.channels, window)
+            image = resize_uint8(crop, size)
+            start = 1
+        else:
+            image = decode_full(encoded, self.s.channels)
+        for i in range(start, len(ops)):
+            image = apply_geometry_op(ops[i], image, seeds.op_seed(sseed, i), size)
+        if image.shape[0] != size[0] or image.shape[1] != size[1]:
+            image = resize_uint8(image, size)  # same-size bilinear is the identity
+        return image
+
+    def _indices(self, local: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+        gidx = seeds.global_index(local, self.wi, self.wc)
+        gbatch = seeds.global_index(local // self.s.batch_size, self.wi, self.wc)
+        return gidx, gbatch
+
+    def decode_only(self, shard: tf.Tensor, rec: tf.Tensor, local: tf.Tensor,
+                    serialized: tf.Tensor) -> tf.Tensor:
+        """L1 alone (stage report): parse + decode (fused window when training)."""
+        feats = self.parse(serialized)
+        if self.train and self.geometry and self.geometry[0].name == "random_resized_crop":
+            gidx, _ = self._indices(local)
+            sseed = seeds.sample_seed(self.es, gidx)
+            op = self.geometry[0]
+            scale, ratio = _pair(op, "scale", (0.08, 1.0)), _pair(op, "ratio", (3 / 4, 4 / 3))
+            crop, _, _ = decode_window(
+                feats[IMAGE_KEY], self.s.channels,
+                lambda h, w: augment.sample_crop_window(seeds.op_seed(sseed, 0), h, w,
+                                                        scale, ratio))
+            return crop
+        return decode_full(feats[IMAGE_KEY], self.s.channels)
+
+    def process(self, shard: tf.Tensor, rec: tf.Tensor, local: tf.Tensor,
+                serialized: tf.Tensor) -> dict[str, tf.Tensor]:
+        feats = self.parse(serialized)
+        encoded = feats[IMAGE_KEY]
+        label = tf.cast(tf.reshape(feats[LABEL_KEY], []), tf.int64)
+        gidx, gbatch = self._indices(local)
+        out: dict[str, tf.Tensor] = {"_shard": shard, "_record": rec, "_index": gidx,
+                                     "label": label}
+        if self.train and (self.geometry or self.pixel or self.batch_ops):
+            sseed = seeds.sample_seed(self.es, gidx)
+            enabled = batch_enabled(self.es, gbatch, self.s.enable_rate)
+            if self.s.enable_rate >= 1.0:
+                image = self.train_image(encoded, sseed)
+            else:
+                image = tf.cond(enabled, lambda: self.train_image(encoded, sseed),
+                                lambda: self.eval_image(encoded))
+            out["_enabled"] = enabled
+            if self.pixel:
+                out["_pseeds"] = tf.stack([seeds.op_seed(sseed, PIXEL_BASE + j)
+                                           for j in range(len(self.pixel))])
+        else:
+            image = self.eval_image(encoded)
+        h, w = self.s.image_size
+        out["image"] = tf.ensure_shape(image, [h, w, self.s.channels])
+        return out
+
+    def sentinel(self, shard: tf.Tensor, rec: tf.Tensor, local: tf.Tensor,
+                 serialized: tf.Tensor) -> dict[str, tf.Tensor]:
+        h, w = self.s.image_size
+        out = {"_shard": shard, "_record": rec, "_index": tf.constant(-1, tf.int64),
+               "label": tf.constant(-1, tf.int64),
+               "image": tf.zeros([h, w, self.s.channels], tf.uint8)}
+        if self.train and (self.geometry or self.pixel or self.batch_ops):
+            out["_enabled"] = tf.constant(False)
+            if self.pixel:
+                out["_pseeds"] = tf.zeros([len(self.pixel), 2], tf.int64)
+        return out
+
+    # ------------------------------------------------------------------ batch, L3, L4
+    def batch(self, ds: tf.data.Dataset, drop_remainder: bool) -> tf.data.Dataset:
+        return ds.batch(self.s.batch_size, drop_remainder=drop_remainder)
+
+    def compose(self, batch: dict[str, tf.Tensor], global_batch: tf.Tensor,
+                num_classes: int | None, keep_index: bool) -> dict[str, tf.Tensor]:
+        s = self.s
+        images = batch["image"]  # uint8
+        labels: tf.Tensor = batch["label"]
+        float_out = s.output_dtype == "float32"
+        if s.one_hot:
+            if not num_classes:
+                raise ConfigError("data.num_classes: needed for one-hot labels (label_format "
+                                  "one_hot, mixup or cutmix) and the manifest has no class names")
+            labels = self.to_one_hot(labels, int(num_classes))
+        augmenting = bool(self.pixel or self.batch_ops)
+        x = images
+        if float_out and self.pixel:
+            x = tf.cast(images, tf.float32) * (1.0 / 255.0)  # L3 in float: no rounding per op
+        if augmenting:
+            enabled = batch["_enabled"][0]
+
+            def augment_batch(x: tf.Tensor, labels: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+                for j, fn in enumerate(self.pixel_fns):
+                    x = fn(x, batch["_pseeds"][:, j])
+                bseed = seeds.batch_seed(self.es, global_batch)
+                for k, op in enumerate(self.batch_ops):
+                    kseed = seeds.op_seed(bseed, k)
+                    alpha = float(op.params.get("alpha", 0.2 if op.name == "mixup" else 1.0))
+                    mix = self.mixers[k]
+                    x, labels = mix(x, labels, kseed, alpha, op.p)
+                return x, labels
+
+            if s.enable_rate >= 1.0:
+                x, labels = augment_batch(x, labels)
+            else:
+                x, labels = tf.cond(enabled, lambda: augment_batch(x, labels),
+                                    lambda: (x, labels))
+        if float_out:
+            x = self.normalize(x, list(s.mean), list(s.std))
+        out = {"image": x, "label": labels}
+        if keep_index:
+            out["index"] = batch["_index"]
+        return out

@@ -1,0 +1,102 @@
+"""Per-element error isolation for `pipeline.on_error` (skip | raise).
+
+A `tf.data` map error is not catchable inside the graph, and `ignore_errors()`
+on a record stream drops the rest of the file without saying which record
+failed. So each record is processed inside its own one-element dataset:
+
+    from_tensors(record).map(process).ignore_errors()   # 0 or 1 element
+        .concatenate(from_tensors(sentinel)).take(1)     # always 1 element
+
+The sentinel carries `ok=False` and the record's shard id and index. Under
+`skip` the sentinel is logged (shard path + record index) and counted, then
+filtered out; under `raise` it fails with an `InvalidArgumentError` that names
+the shard and record. Only the bad element is lost, never the rest of its
+shard, and a stream of only bad records yields nothing (so `repeat()` ends
+instead of spinning).
+
+Counts live in a process-wide table keyed by shard path; read them with
+`skipped_counts()` once the iterator is done (elements still in flight in
+prefetch buffers are counted when they are produced).
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+from typing import Any, Callable
+
+import tensorflow as tf
+
+_LOCK = threading.Lock()
+_TABLE: tf.lookup.experimental.MutableHashTable | None = None
+
+
+def _table() -> tf.lookup.experimental.MutableHashTable:
+    global _TABLE
+    with _LOCK:
+        if _TABLE is None:
+            with tf.init_scope():
+                _TABLE = tf.lookup.experimental.MutableHashTable(
+                    key_dtype=tf.string, value_dtype=tf.int64, default_value=0,
+                    name="tfpipe_skipped")
+        return _TABLE
+
+
+def skipped_counts() -> dict[str, int]:
+    """Elements skipped under `on_error: skip` so far in this process: shard path -> count."""
+    keys, values = _table().export()
+    return {k.decode(): int(v) for k, v in zip(keys.numpy(), values.numpy()) if int(v) > 0}
+
+
+def reset_skipped_counts() -> None:
+    """Forget the counts (e.g. between two runs in one process)."""
+    table = _table()
+    keys, _ = table.export()
+    if int(tf.size(keys)) > 0:
+        table.remove(keys)
+
+
+def isolate(ds: tf.data.Dataset, process: Callable[..., dict[str, tf.Tensor]],
+            sentinel: Callable[..., dict[str, tf.Tensor]], files: list[str], policy: str,
+            parallel: int, deterministic: bool = True) -> tf.data.Dataset:
+    """Map `process` over (shard_id, record_index, ...) elements, isolating failures.
+
+    `sentinel(*element)` must return the same structure as `process` (any values);
+    an `ok` key is added by this function.
+    """
+    paths = tf.constant(files)
+
+    def one(*elem: Any) -> tf.data.Dataset:
+        good = tf.data.Dataset.from_tensors(elem).map(
+            lambda *e: {**process(*e), "ok": tf.constant(True)}).ignore_errors()
+        bad = tf.data.Dataset.from_tensors(elem).map(
+            lambda *e: {**sentinel(*e), "ok": tf.constant(False)})
+        return good.concatenate(bad).take(1)
+
+    out = ds.interleave(one, cycle_length=max(parallel, 1), block_length=1,
+                        num_parallel_calls=parallel if parallel > 1 else None,
+                        deterministic=deterministic)
+
+    def report(elem: dict[str, tf.Tensor]) -> dict[str, tf.Tensor]:
+        path = tf.gather(paths, elem["_shard"])
+        msg = tf.strings.format("tfpipe: bad record {} in shard {} (pipeline.on_error={})",
+                                (elem["_record"], path, policy))
+        if policy == "raise":
+            check = tf.debugging.Assert(elem["ok"], [msg], summarize=1)
+            with tf.control_dependencies([check]):
+                return dict(elem, ok=tf.identity(elem["ok"]))
+
+        def log_and_count() -> tf.Tensor:
+            table = _table()
+            with tf.control_dependencies([tf.print(msg + "; skipped", output_stream=sys.stderr)]):
+                new = table.lookup(path) + 1
+            with tf.control_dependencies([table.insert(path, new)]):
+                return tf.constant(False)
+
+        ok = tf.cond(elem["ok"], lambda: tf.constant(True), log_and_count)
+        return dict(elem, ok=ok)
+
+    # Sequential on purpose: the count update is a read-modify-write.
+    out = out.map(report)
+    return out.filter(lambda e: e["ok"]).map(
+        lambda e: {k: v for k, v in e.items() if k != "ok"})
