@@ -1,0 +1,128 @@
+"""Raw data -> sharded TFRecords + manifest.json.
+
+`convert(src, out)` handles image folders (`root/<class>/<image>`), CSV and
+Parquet tables and COCO-style detection JSON. Conversion is planned first
+(inputs -> split -> shard, deterministic from the seed) and then each shard is
+written as an independent unit of work, so the output is byte-identical for any
+`workers` and an interrupted run can `resume`. See docs/convert.md.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from pathlib import Path
+
+from tfpipe.convert._plan import assign_split, parse_split, plan_shards
+from tfpipe.convert._run import ON_ERROR, execute
+from tfpipe.convert._source import Source
+from tfpipe.convert.coco import BOX_POLICIES, CocoSource, looks_like_coco
+from tfpipe.convert.folder import FolderSource
+from tfpipe.convert.table import TableSource
+from tfpipe.errors import ConfigError, InputError
+from tfpipe.records import DEFAULT_SHARD_SIZE, Manifest, parse_size
+from tfpipe.records.framing import normalize_compression
+
+FORMATS = ("auto", "folder", "csv", "parquet", "coco")
+
+__all__ = ["BOX_POLICIES", "FORMATS", "ON_ERROR", "convert", "detect_format", "make_source",
+           "parse_split"]
+
+
+def detect_format(src: str | os.PathLike[str]) -> str:
+    """folder for a directory, csv / parquet by suffix, coco for a .json with images+annotations."""
+    path = Path(src)
+    if not path.exists():
+        raise InputError(f"{src}: no such file or directory")
+    if path.is_dir():
+        return "folder"
+    suffix = path.suffix.lower()
+    if suffix == ".csv":
+        return "csv"
+    if suffix in (".parquet", ".pq"):
+        return "parquet"
+    if suffix == ".json" and looks_like_coco(path):
+        return "coco"
+    raise InputError(f"{src}: cannot tell the format; pass format= one of "
+                     f"{', '.join(FORMATS[1:])} (auto knows a directory of class folders, "
+                     ".csv, .parquet/.pq, and a COCO .json with 'images' and 'annotations')")
+
+
+def make_source(src: str | os.PathLike[str], format: str = "auto", *,
+                image_column: str | None = None, label_column: str | None = None,
+                images: str | os.PathLike[str] | None = None,
+                invalid_boxes: str = "clip") -> Source:
+    """The converter source for `src` (see `convert` for the arguments)."""
+    if format not in FORMATS:
+        raise ConfigError(f"format must be one of {', '.join(FORMATS)}, got {format!r}")
+    if format == "auto":
+        format = detect_format(src)
+    if format != "coco" and images is not None:
+        raise ConfigError("images= is only for format='coco'")
+    if format not in ("csv", "parquet") and (image_column or label_column):
+        raise ConfigError(f"image_column / label_column apply to csv and parquet, "
+                          f"not {format!r}")
+    if format == "folder":
+        return FolderSource(src)
+    if format in ("csv", "parquet"):
+        if not Path(src).is_file():
+            raise InputError(f"{src}: not a file (format {format!r} reads one table file)")
+        return TableSource(src, format, image_column=image_column, label_column=label_column)
+    return CocoSource(src, images=None if images is None else os.fspath(images),
+                      invalid_boxes=invalid_boxes)
+
+
+def convert(src: str | os.PathLike[str], out: str | os.PathLike[str], *,
+            format: str = "auto", split: str | dict[str, float] | None = None,
+            shard_size: int | str = DEFAULT_SHARD_SIZE, compression: str | None = None,
+            workers: int | None = None, on_error: str = "skip", resume: bool = False,
+            seed: int = 0, image_column: str | None = None, label_column: str | None = None,
+            images: str | os.PathLike[str] | None = None, invalid_boxes: str = "clip",
+            progress: Callable[[int, int], None] | None = None) -> Manifest:
+    """Convert `src` into shards + manifest.json under `out`; return the manifest.
+
+    - format: auto | folder | csv | parquet | coco.
+    - split: "train=0.9,val=0.1" or {"train": 0.9, "val": 0.1}; default all in "train".
+      Each input's split is a seeded hash of its key (relative path, row index,
+      COCO image id), so it never changes when inputs are added.
+    - shard_size: target bytes per shard (int or "256MB"); compression: None | "gzip".
+    - workers: processes writing shards (default: the CPUs this process may use);
+      the output is byte-identical for every value.
+    - on_error: "skip" (list bad inputs in the manifest) or "raise" (InputError).
+    - resume: keep shards of an interrupted run into `out` whose sha256 still matches.
+    - image_column / label_column: tables only; images: COCO image directory
+      (default: the JSON's directory); invalid_boxes: clip | drop | raise (COCO).
+    - progress: called with (inputs done, inputs total) as shards finish.
+    """
+    if on_error not in ON_ERROR:
+        raise ConfigError(f"on_error must be one of {', '.join(ON_ERROR)}, got {on_error!r}")
+    if isinstance(seed, bool) or not isinstance(seed, int):
+        raise ConfigError(f"seed must be an int, got {seed!r}")
+    if invalid_boxes not in BOX_POLICIES:
+        raise ConfigError(f"invalid_boxes must be one of {', '.join(BOX_POLICIES)}, "
+                          f"got {invalid_boxes!r}")
+    try:
+        compression = normalize_compression(compression)
+    except ValueError as exc:
+        raise ConfigError(f"compression: {exc}") from None
+    ratios = parse_split(split)
+    size = parse_size(shard_size)
+    if workers is None:
+        from tfpipe.system import available_cpus
+
+        workers = available_cpus()
+    if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
+        raise ConfigError(f"workers must be an int >= 1, got {workers!r}")
+
+    source = make_source(src, format, image_column=image_column, label_column=label_column,
+                         images=images, invalid_boxes=invalid_boxes)
+    enumeration = source.enumerate()
+    if on_error == "raise" and enumeration.bad:
+        item, reason = enumeration.bad[0]
+        raise InputError(f"{item.label}: {reason}")
+    plan = plan_shards(enumeration.items, ratios, seed, size)
+    settings = {"split": ratios, "seed": seed, "shard_size": size, "on_error": on_error}
+    return execute(source, enumeration, plan, out, settings=settings,
+                   compression=compression, workers=workers, on_error=on_error,
+                   resume=resume, split_of=lambda key: assign_split(key, ratios, seed),
+                   progress=progress)

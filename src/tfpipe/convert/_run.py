@@ -1,0 +1,292 @@
+"""Execute a conversion plan: one independent task per shard, then the manifest.
+
+Each shard's bytes depend only on its planned inputs, so shards can be written
+in any order by any number of processes, and `resume` keeps every shard whose
+file still matches the sha256 recorded when it was finished.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import multiprocessing
+import os
+import re
+import shutil
+from collections.abc import Callable, Iterator
+from concurrent.futures import FIRST_EXCEPTION, ProcessPoolExecutor, wait
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tfpipe.convert._plan import Plan, ShardPlan, canonical_json
+from tfpipe.convert._source import BadInput, Enumeration, Source
+from tfpipe.convert._wire import encode
+from tfpipe.errors import ConfigError, InputError
+from tfpipe.records import (MANIFEST_NAME, Manifest, Schema, ShardEntry, SkippedInput,
+                            SplitInfo, shard_name, write_shard)
+
+STATE_DIR = ".tfpipe-convert"  # plan + per-shard completion records, removed at the end
+PLAN_FILE = "plan.json"
+_TEMP_RE = re.compile(r"^\..+\.tfrecord(\.gz)?\.tmp-\d+-\d+$")
+ON_ERROR = ("skip", "raise")
+
+
+@dataclass
+class ShardResult:
+    split: str
+    index: int
+    name: str
+    num_records: int
+    num_bytes: int
+    sha256: str
+    skipped: list[tuple[str, str]] = field(default_factory=list)
+    stats: dict[str, int] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"split": self.split, "index": self.index, "name": self.name,
+                "num_records": self.num_records, "num_bytes": self.num_bytes,
+                "sha256": self.sha256, "skipped": [list(s) for s in self.skipped],
+                "stats": dict(sorted(self.stats.items()))}
+
+    @classmethod
+    def from_json(cls, obj: dict[str, Any]) -> ShardResult:
+        return cls(obj["split"], int(obj["index"]), obj["name"], int(obj["num_records"]),
+                   int(obj["num_bytes"]), obj["sha256"],
+                   [(str(a), str(b)) for a, b in obj["skipped"]],
+                   {str(k): int(v) for k, v in obj["stats"].items()})
+
+
+# ----------------------------------------------------------------------------- workers
+# Spawned workers get the source and schema once (initializer), then only shard plans.
+_WORKER: dict[str, Any] = {}
+
+
+def _init_worker(source: Source, schema_json: dict[str, Any]) -> None:
+    _WORKER["source"] = source
+    _WORKER["schema"] = Schema.from_json(schema_json)
+
+
+def _write_one(shard: ShardPlan, path: str, compression: str | None,
+               on_error: str) -> ShardResult:
+    source: Source = _WORKER["source"]
+    schema: Schema = _WORKER["schema"]
+    skipped: list[tuple[str, str]] = []
+    stats: dict[str, int] = {}
+
+    def records() -> Iterator[bytes]:
+        for item in shard.items:
+            try:
+                values, counts = source.encode_values(item)
+            except BadInput as exc:
+                if on_error == "raise":
+                    raise InputError(f"{item.label}: {exc}") from None
+                skipped.append((item.label, str(exc)))
+                continue
+            for key, n in counts.items():
+                stats[key] = stats.get(key, 0) + n
+            yield encode(values, schema)
+
+    info = write_shard(path, records(), compression)
+    return ShardResult(shard.split, shard.index, os.path.basename(path), info.num_records,
+                       info.num_bytes, info.sha256, skipped, stats)
+
+
+# ----------------------------------------------------------------------------- helpers
+def _sha256_file(path: Path) -> str | None:
+    h = hashlib.sha256()
+    try:
+        with open(path, "rb") as f:
+            for block in iter(lambda: f.read(1 << 20), b""):
+                h.update(block)
+    except OSError:
+        return None
+    return h.hexdigest()
+
+
+def _write_json(path: Path, obj: Any) -> None:
+    temp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    temp.write_text(json.dumps(obj, sort_keys=True, indent=1) + "\n")
+    os.replace(temp, path)
+
+
+def _sidecar(state: Path, name: str) -> Path:
+    return state / f"{name}.done.json"
+
+
+def plan_record(plan: Plan, identity: dict[str, Any], compression: str | None) -> dict[str, Any]:
+    """What a resumed run must agree with: settings, schema and every shard's inputs."""
+    shards = [{"name": shard_name(s.split, s.index, s.count, compression),
+               "inputs": s.digest(), "num_inputs": len(s.items)} for s in plan.shards]
+    plan_id = hashlib.sha256(canonical_json([identity, shards]).encode()).hexdigest()
+    return {"plan_id": plan_id, "identity": identity, "shards": shards}
+
+
+def _completed_from_manifest(out: Path, plan: Plan, compression: str | None,
+                             plan_id: str) -> dict[str, ShardResult]:
+    """Shards of a finished earlier run with the same plan (resume after completion)."""
+    try:
+        manifest = Manifest.load(out)
+    except Exception:  # noqa: BLE001 - an unreadable manifest just means "redo"
+        return {}
+    if manifest.settings.get("plan_id") != plan_id:
+        raise ConfigError(
+            f"{out}: holds a dataset converted from different inputs or settings; "
+            "use a fresh output directory, or drop --resume to refuse to overwrite it")
+    # Skipped inputs are listed per split; the plan says which shard each came from.
+    shard_of = {item.label: shard_name(s.split, s.index, s.count, compression)
+                for s in plan.shards for item in s.items}
+    stats = manifest.settings.get("shard_stats", {})
+    done: dict[str, ShardResult] = {}
+    for split, info in manifest.splits.items():
+        for i, entry in enumerate(info.shards):
+            done[entry.path] = ShardResult(split, i, entry.path, entry.num_records,
+                                           entry.num_bytes, entry.sha256, [],
+                                           dict(stats.get(entry.path, {})))
+        for skip in info.skipped:
+            name = shard_of.get(skip.input)
+            if name in done:
+                done[name].skipped.append((skip.input, skip.reason))
+    return done
+
+
+def _prepare_out(out: Path, record: dict[str, Any], resume: bool, plan: Plan,
+                 compression: str | None) -> dict[str, ShardResult]:
+    """Create OUT and the state dir; on resume return the shards that can be kept."""
+    state = out / STATE_DIR
+    if out.exists() and not out.is_dir():
+        raise ConfigError(f"{out}: exists and is not a directory")
+    existing = sorted(p.name for p in out.iterdir()) if out.exists() else []
+    if existing and not resume:
+        raise ConfigError(
+            f"{out}: is not empty ({len(existing)} entries, e.g. {existing[0]!r}); "
+            "convert into a fresh directory, or pass --resume to finish an interrupted run")
+    out.mkdir(parents=True, exist_ok=True)
+    keep: dict[str, ShardResult] = {}
+    if resume and existing:
+        plan_path = state / PLAN_FILE
+        if plan_path.exists():
+            try:
+                old = json.loads(plan_path.read_text())
+            except ValueError:
+                old = {}
+            if old.get("plan_id") != record["plan_id"]:
+                raise ConfigError(
+                    f"{out}: was started with different inputs or settings (plan "
+                    f"{str(old.get('plan_id'))[:12]} vs {record['plan_id'][:12]}); use a fresh "
+                    "output directory, or drop --resume to refuse to overwrite it")
+            for path in sorted(state.glob("*.done.json")):
+                try:
+                    result = ShardResult.from_json(json.loads(path.read_text()))
+                except (ValueError, KeyError, TypeError):
+                    continue
+                keep[result.name] = result
+        elif (out / MANIFEST_NAME).exists():
+            keep = _completed_from_manifest(out, plan, compression, record["plan_id"])
+        # Half-written shards of the interrupted run: never renamed, never trusted.
+        for name in existing:
+            if _TEMP_RE.match(name):
+                (out / name).unlink(missing_ok=True)
+        planned = {s["name"] for s in record["shards"]}
+        keep = {name: r for name, r in keep.items()
+                if name in planned and _sha256_file(out / name) == r.sha256}
+    state.mkdir(exist_ok=True)
+    _write_json(state / PLAN_FILE, record)
+    return keep
+
+
+# ----------------------------------------------------------------------------- run
+def execute(source: Source, enumeration: Enumeration, plan: Plan, out: str | os.PathLike[str],
+            *, settings: dict[str, Any], compression: str | None, workers: int,
+            on_error: str, resume: bool, split_of: Callable[[str], str],
+            progress: Callable[[int, int], None] | None = None) -> Manifest:
+    """Write every shard of `plan` (skipping verified ones on resume), then the manifest."""
+    out_path = Path(out)
+    schema = source.schema()
+    # What decides the bytes on disk (on_error does not: it only stops or not).
+    identity = {"settings": {k: v for k, v in settings.items() if k != "on_error"},
+                "source": source.settings(), "schema": schema.to_json(),
+                "class_names": list(source.class_names or [])}
+    record = plan_record(plan, identity, compression)
+    keep = _prepare_out(out_path, record, resume, plan, compression)
+    state = out_path / STATE_DIR
+    results: dict[str, ShardResult] = dict(keep)
+    todo = [(s, shard_name(s.split, s.index, s.count, compression)) for s in plan.shards]
+    todo = [(s, name) for s, name in todo if name not in keep]
+    total = sum(len(s.items) for s in plan.shards)
+    done_inputs = total - sum(len(s.items) for s, _ in todo)
+    if progress:
+        progress(done_inputs, total)
+
+    def finished(result: ShardResult, shard: ShardPlan) -> None:
+        nonlocal done_inputs
+        results[result.name] = result
+        _write_json(_sidecar(state, result.name), result.to_json())
+        done_inputs += len(shard.items)
+        if progress:
+            progress(done_inputs, total)
+
+    workers = max(1, min(workers, len(todo)))
+    if workers == 1:
+        _init_worker(source, schema.to_json())
+        for shard, name in todo:
+            finished(_write_one(shard, str(out_path / name), compression, on_error), shard)
+    else:
+        # spawn: workers never inherit a parent's TensorFlow threads or locks, and
+        # import only tfpipe.convert (no TensorFlow) before their first shard.
+        ctx = multiprocessing.get_context("spawn")
+        with ProcessPoolExecutor(workers, mp_context=ctx, initializer=_init_worker,
+                                 initargs=(source, schema.to_json())) as pool:
+            futures = {pool.submit(_write_one, shard, str(out_path / name), compression,
+                                   on_error): shard for shard, name in todo}
+            pending = set(futures)
+            try:
+                while pending:
+                    done, pending = wait(pending, return_when=FIRST_EXCEPTION)
+                    for future in sorted(done, key=lambda f: futures[f].index):
+                        finished(future.result(), futures[future])
+            except BaseException:
+                for future in pending:
+                    future.cancel()
+                raise
+
+    manifest = _manifest(source, enumeration, plan, results, schema, compression,
+                         settings, record["plan_id"], split_of)
+    manifest.save(out_path)
+    shutil.rmtree(state, ignore_errors=True)
+    return manifest
+
+
+def _manifest(source: Source, enumeration: Enumeration, plan: Plan,
+              results: dict[str, ShardResult], schema: Schema, compression: str | None,
+              settings: dict[str, Any], plan_id: str,
+              split_of: Callable[[str], str]) -> Manifest:
+    splits = {name: SplitInfo() for name in plan.splits}
+    # Inputs known bad before planning, then ignored files, then what workers skipped
+    # (shard order): a fixed order, whatever the worker count.
+    for item, reason in enumeration.bad:
+        splits[split_of(item.key)].skipped.append(SkippedInput(item.label, reason))
+    for path, reason in enumeration.ignored:
+        splits[split_of(path)].skipped.append(SkippedInput(path, f"ignored: {reason}"))
+    shard_stats: dict[str, dict[str, int]] = {}
+    split_stats: dict[str, dict[str, int]] = {}
+    for shard in plan.shards:
+        result = results[shard_name(shard.split, shard.index, shard.count, compression)]
+        info = splits[shard.split]
+        info.shards.append(ShardEntry(result.name, result.num_records, result.num_bytes,
+                                      result.sha256))
+        info.skipped.extend(SkippedInput(a, b) for a, b in result.skipped)
+        if result.stats:
+            shard_stats[result.name] = dict(sorted(result.stats.items()))
+            totals = split_stats.setdefault(shard.split, {})
+            for k, v in result.stats.items():
+                totals[k] = totals.get(k, 0) + v
+    settings = dict(settings)
+    settings["plan_id"] = plan_id
+    if split_stats:
+        settings["stats"] = {k: dict(sorted(v.items())) for k, v in sorted(split_stats.items())}
+        settings["shard_stats"] = shard_stats
+    if getattr(source, "orphan_annotations", 0):
+        settings["orphan_annotations"] = source.orphan_annotations
+    return Manifest(schema=schema, splits=splits, class_names=list(source.class_names or []),
+                    compression=compression, source=source.settings(), settings=settings)

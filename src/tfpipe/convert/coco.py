@@ -1,0 +1,208 @@
+"""COCO-style detection JSON -> detection records.
+
+Boxes are stored normalized to [0, 1] as the four `image/object/bbox/*` lists;
+`image/object/class/label` is the contiguous index of the category in sorted
+category-id order, so class_names[label] is the category name.
+
+Invalid boxes (`invalid_boxes`):
+- `clip` (default): boxes partly outside the image are clipped to it; degenerate
+  boxes (zero/negative width or height, NaN/inf, nothing left inside) are dropped.
+- `drop`: every box not fully inside the image is dropped, as are degenerate ones.
+- `raise`: any such box stops the conversion with InputError naming image and annotation.
+Counts of kept, clipped and dropped boxes go into the manifest.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from pathlib import Path
+from typing import Any
+
+from tfpipe.convert._plan import Item
+from tfpipe.convert._source import (MAX_INPUT_BYTES, BadInput, Enumeration, Source,
+                                    file_size, image_values, read_image)
+from tfpipe.records import Schema, detection_schema
+from tfpipe.errors import ConfigError, InputError
+
+BOX_POLICIES = ("clip", "drop", "raise")
+DETECTION_KEYS = ("image/object/bbox/xmin", "image/object/bbox/ymin",
+                  "image/object/bbox/xmax", "image/object/bbox/ymax",
+                  "image/object/class/label", "image/object/class/text")
+
+
+def looks_like_coco(path: Path) -> bool:
+    """A .json whose top level has 'images' and 'annotations' (read only if small enough)."""
+    size = file_size(path)
+    if size is None or size > MAX_INPUT_BYTES:
+        return False
+    try:
+        data = json.loads(path.read_bytes())
+    except (OSError, ValueError):
+        return False
+    return isinstance(data, dict) and "images" in data and "annotations" in data
+
+
+def _number(value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ValueError
+    return float(value)
+
+
+class CocoSource(Source):
+    kind = "coco"
+
+    def __init__(self, json_path: str | os.PathLike[str], *, images: str | None = None,
+                 invalid_boxes: str = "clip") -> None:
+        if invalid_boxes not in BOX_POLICIES:
+            raise ConfigError(f"invalid_boxes must be one of {', '.join(BOX_POLICIES)}, "
+                              f"got {invalid_boxes!r}")
+        self.invalid_boxes = invalid_boxes
+        path = Path(json_path)
+        self.display = path.name
+        self.image_dir = str(Path(images).resolve() if images else path.resolve().parent)
+        size = file_size(path)
+        if size is None:
+            raise InputError(f"{path}: file not found")
+        if size > MAX_INPUT_BYTES:
+            raise InputError(f"{path}: {size} bytes, over the {MAX_INPUT_BYTES}-byte limit")
+        try:
+            data = json.loads(path.read_bytes())
+        except ValueError as exc:
+            raise InputError(f"{path}: not valid JSON: {exc}") from None
+        if not isinstance(data, dict) or not isinstance(data.get("images"), list):
+            raise InputError(f"{path}: a COCO file needs a top-level 'images' list")
+        for key in ("annotations", "categories"):
+            if not isinstance(data.get(key, []), list):
+                raise InputError(f"{path}: '{key}' must be a list")
+        categories = data.get("categories", [])
+        cat_ids: dict[int, str] = {}
+        for i, cat in enumerate(categories):
+            if not isinstance(cat, dict) or not isinstance(cat.get("id"), int):
+                raise InputError(f"{path}: categories[{i}] needs an integer 'id'")
+            if cat["id"] in cat_ids:
+                raise InputError(f"{path}: category id {cat['id']} appears twice")
+            cat_ids[cat["id"]] = str(cat.get("name", cat["id"]))
+        self.category_ids = sorted(cat_ids)
+        self.class_names = [cat_ids[c] for c in self.category_ids]
+        self._images: list[dict[str, Any]] = data["images"]
+        self._annotations: list[Any] = data.get("annotations", [])
+        self._path = str(path)
+
+    def __getstate__(self) -> dict[str, Any]:
+        # Workers receive each image's annotations in the shard plan.
+        state = dict(self.__dict__)
+        state["_images"], state["_annotations"] = [], []
+        return state
+
+    def enumerate(self) -> Enumeration:
+        out = Enumeration()
+        index_of = {cid: i for i, cid in enumerate(self.category_ids)}
+        by_image: dict[Any, list[Any]] = {}
+        for i, ann in enumerate(self._annotations):
+            if not isinstance(ann, dict) or "image_id" not in ann:
+                raise InputError(f"{self._path}: annotations[{i}] needs an 'image_id'")
+            by_image.setdefault(ann["image_id"], []).append((i, ann))
+        seen: set[Any] = set()
+        entries = []
+        for i, img in enumerate(self._images):
+            if not isinstance(img, dict) or "id" not in img or not isinstance(
+                    img.get("file_name"), str):
+                raise InputError(f"{self._path}: images[{i}] needs 'id' and 'file_name'")
+            if img["id"] in seen:
+                raise InputError(f"{self._path}: image id {img['id']!r} appears twice")
+            seen.add(img["id"])
+            entries.append(img)
+        orphans = sum(len(v) for k, v in by_image.items() if k not in seen)
+        self.orphan_annotations = orphans
+        # Enumerate in image-id order (ids may be ints or strings; order within type).
+        entries.sort(key=lambda im: (str(type(im["id"]).__name__), im["id"]))
+        for img in entries:
+            image_id = img["id"]
+            name = f"image id {image_id} ({img['file_name']})"
+            key = f"id:{image_id}"
+            anns, reason = [], None
+            for ann_index, ann in by_image.get(image_id, []):
+                ann_id = ann.get("id", f"#{ann_index}")
+                bbox = ann.get("bbox")
+                if not isinstance(bbox, list) or len(bbox) != 4:
+                    reason = f"annotation {ann_id}: bbox must be [x, y, width, height]"
+                    break
+                try:
+                    x, y, w, h = (_number(v) for v in bbox)
+                except ValueError:
+                    reason = f"annotation {ann_id}: bbox values must be numbers, got {bbox}"
+                    break
+                if ann.get("category_id") not in index_of:
+                    reason = (f"annotation {ann_id}: category_id {ann.get('category_id')!r} "
+                              "is not in categories")
+                    break
+                # NaN/inf do not survive JSON hashing: keep them as text for the worker.
+                box = [v if math.isfinite(v) else repr(v) for v in (x, y, w, h)]
+                anns.append([str(ann_id), *box, index_of[ann["category_id"]]])
+            if reason is not None:
+                out.bad.append((Item(key, 0, None, name), reason))
+                continue
+            size = file_size(Path(self.image_dir) / img["file_name"])
+            if size is None:
+                out.bad.append((Item(key, 0, None, name),
+                                f"image file not found: {img['file_name']}"))
+                continue
+            hw = [img.get("height"), img.get("width")]
+            hw = [v if isinstance(v, int) and not isinstance(v, bool) else None for v in hw]
+            payload = [str(image_id), img["file_name"], hw, anns]
+            out.items.append(Item(key, size + 40 * len(anns), payload, name))
+        return out
+
+    def schema(self) -> Schema:
+        return detection_schema()
+
+    def settings(self) -> dict[str, Any]:
+        return {"format": self.kind, "invalid_boxes": self.invalid_boxes,
+                "category_ids": self.category_ids}
+
+    def encode_values(self, item: Item) -> tuple[dict[str, Any], dict[str, int]]:
+        image_id, file_name, (json_h, json_w), anns = item.payload
+        data, info = read_image(Path(self.image_dir) / file_name)
+        if (json_h is not None and json_h != info.height) or (
+                json_w is not None and json_w != info.width):
+            raise BadInput(f"size in the JSON ({json_w}x{json_h}) differs from the image "
+                           f"header ({info.width}x{info.height}); boxes would be wrong")
+        height, width = float(info.height), float(info.width)
+        stats = {"boxes": 0, "boxes_clipped": 0, "boxes_dropped": 0}
+        cols: dict[str, list[Any]] = {k: [] for k in DETECTION_KEYS}
+        for ann_id, *box, label in anns:
+            x, y, w, h = (float(v) for v in box)
+            x0, y0, x1, y1 = x, y, x + w, y + h
+            finite = all(math.isfinite(v) for v in (x0, y0, x1, y1))
+            problem = None
+            if not finite or w <= 0 or h <= 0:
+                problem, fixable = "degenerate (zero/negative size or NaN)", False
+            elif x0 < 0 or y0 < 0 or x1 > width or y1 > height:
+                cx0, cy0 = max(x0, 0.0), max(y0, 0.0)
+                cx1, cy1 = min(x1, width), min(y1, height)
+                fixable = cx1 > cx0 and cy1 > cy0
+                problem = ("partly outside the image" if fixable
+                           else "entirely outside the image")
+                x0, y0, x1, y1 = cx0, cy0, cx1, cy1
+            if problem is not None:
+                if self.invalid_boxes == "raise":
+                    raise InputError(
+                        f"{item.label}: annotation {ann_id}: box [x={x}, y={y}, w={w}, "
+                        f"h={h}] is {problem} ({int(width)}x{int(height)} image); "
+                        "use invalid_boxes='clip' or 'drop' to keep converting")
+                if self.invalid_boxes == "drop" or not fixable:
+                    stats["boxes_dropped"] += 1
+                    continue
+                stats["boxes_clipped"] += 1
+            stats["boxes"] += 1
+            cols["image/object/bbox/xmin"].append(x0 / width)
+            cols["image/object/bbox/ymin"].append(y0 / height)
+            cols["image/object/bbox/xmax"].append(x1 / width)
+            cols["image/object/bbox/ymax"].append(y1 / height)
+            cols["image/object/class/label"].append(int(label))
+            cols["image/object/class/text"].append(self.class_names[label].encode())
+        values = image_values(data, info, file_name, image_id)
+        values.update(cols)
+        return values, stats
