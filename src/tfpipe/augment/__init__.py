@@ -8,6 +8,8 @@ docs/augment.md for the matrix and box conventions.
 from tfpipe.augment.boxes import FORMATS as BOX_FORMATS
 from tfpipe.augment.boxes import convert as convert_boxes
 from tfpipe.augment.boxes import filter_boxes, transform_boxes
+from tfpipe.augment.detection import PAD_CLASS, detection_mixup, mosaic, pad_boxes
+from tfpipe.augment.elastic import elastic, elastic_boxes, sample_elastic_field
 from tfpipe.augment.geometry import (
     affine,
     apply_geometry,
@@ -41,4 +43,8 @@ __all__ = [
     "random_rot90", "remap", "resize_matrix", "rot90_matrix", "rotation_matrix",
     "sample_affine_matrix", "sample_crop_window", "scale_matrix", "shear_matrix",
     "transform_boxes", "translate_matrix",
+    # elastic
+    "elastic", "elastic_boxes", "sample_elastic_field",
+    # detection composition (L4)
+    "PAD_CLASS", "detection_mixup", "mosaic", "pad_boxes",
 ]

@@ -26,6 +26,7 @@ import tensorflow as tf
 
 from tfpipe.augment.boxes import area
 from tfpipe.augment.geometry import _split_seed, image_size, remap
+from tfpipe.seeds import ALG
 
 Size = Union[Sequence[int], tf.Tensor]
 
@@ -57,7 +58,8 @@ def sample_elastic_field(seed: tf.Tensor, image_size: Size, alpha: float, sigma:
     gw = (w + factor - 1) // factor + 1
     # iid noise with a `radius` margin: a VALID blur then needs no border handling
     noise = tf.random.stateless_uniform(tf.stack([1, gh + 2 * radius, gw + 2 * radius, 2]),
-                                        _split_seed(seed, 1)[0], minval=-1.0, maxval=1.0)
+                                        _split_seed(seed, 1)[0], minval=-1.0, maxval=1.0,
+                                        alg=ALG)
     ky = tf.tile(tf.reshape(kernel, [-1, 1, 1, 1]), [1, 1, 2, 1])
     kx = tf.tile(tf.reshape(kernel, [1, -1, 1, 1]), [1, 1, 2, 1])
     field = tf.nn.depthwise_conv2d(noise, ky, [1, 1, 1, 1], "VALID")

@@ -20,6 +20,8 @@ from typing import Union
 
 import tensorflow as tf
 
+from tfpipe.seeds import ALG
+
 Size = Union[Sequence[int], tf.Tensor]
 Pair = Union[float, Sequence[float]]
 
@@ -49,15 +51,16 @@ def _pair(name: str, value: Pair, symmetric: bool = False) -> tuple[float, float
 def _split_seed(seed: tf.Tensor, num: int) -> tf.Tensor:
     """`num` independent child seeds [num, 2] (int64) derived from a sample seed."""
     seed = tf.cast(tf.convert_to_tensor(seed), tf.int64)
-    return tf.cast(tf.random.experimental.stateless_split(seed, num), tf.int64)
+    return tf.cast(tf.random.experimental.stateless_split(seed, num, alg=ALG), tf.int64)
 
 
 def _uniform(seed: tf.Tensor, lo: float, hi: float, shape: Sequence[int] = ()) -> tf.Tensor:
-    return tf.random.stateless_uniform(shape, seed, minval=lo, maxval=hi, dtype=tf.float32)
+    return tf.random.stateless_uniform(shape, seed, minval=lo, maxval=hi, dtype=tf.float32,
+                                      alg=ALG)
 
 
 def _bernoulli(seed: tf.Tensor, p: float) -> tf.Tensor:
-    return tf.random.stateless_uniform((), seed, dtype=tf.float32) < p
+    return tf.random.stateless_uniform((), seed, dtype=tf.float32, alg=ALG) < p
 
 
 def image_size(image: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
@@ -422,7 +425,8 @@ def random_rot90(image: tf.Tensor, seed: tf.Tensor, p: float = 1.0
     Non-square images get a dynamic output shape (odd k swaps height and width).
     """
     seeds = _split_seed(seed, 2)
-    k = tf.random.stateless_uniform((), seeds[0], minval=1, maxval=4, dtype=tf.int32)
+    k = tf.random.stateless_uniform((), seeds[0], minval=1, maxval=4, dtype=tf.int32,
+                                    alg=ALG)
     k = tf.where(_bernoulli(seeds[1], p), k, 0)
     image = tf.convert_to_tensor(image)
     out = tf.image.rot90(image, k)
@@ -552,8 +556,10 @@ def pad_and_crop(image: tf.Tensor, seed: tf.Tensor, padding: int, fill_mode: str
         raise ValueError(f"padding must be >= 0, got {padding}")
     p = int(padding)
     seeds = _split_seed(seed, 2)
-    dy = tf.random.stateless_uniform((), seeds[0], minval=-p, maxval=p + 1, dtype=tf.int32)
-    dx = tf.random.stateless_uniform((), seeds[1], minval=-p, maxval=p + 1, dtype=tf.int32)
+    dy = tf.random.stateless_uniform((), seeds[0], minval=-p, maxval=p + 1, dtype=tf.int32,
+                                     alg=ALG)
+    dx = tf.random.stateless_uniform((), seeds[1], minval=-p, maxval=p + 1, dtype=tf.int32,
+                                     alg=ALG)
     m = translate_matrix(dx, dy)
     image = tf.convert_to_tensor(image)
     if fill_mode in ("constant", "reflect"):
