@@ -1,0 +1,49 @@
+"""Validated tfpipe configs: YAML in, typed objects out (docs/config.md).
+
+    cfg = load_config("imagenet", {"data.path": "out/", "pipeline.batch_size": 32})
+    cfg.pipeline.batch_size, [op.name for op in cfg.augment.active("geometry")]
+"""
+
+from tfpipe.config.loader import (
+    apply_overrides,
+    deep_merge,
+    list_presets,
+    load_config,
+    parse_set_options,
+    parse_value,
+    preset_names,
+    validate,
+)
+from tfpipe.config.models import (
+    AUTOTUNE,
+    TF_AUTOTUNE,
+    AugmentConfig,
+    Config,
+    DataConfig,
+    Normalize,
+    PipelineConfig,
+)
+from tfpipe.config.ops import BATCH_OPS, GEOMETRY_OPS, PIXEL_OPS, SECTIONS, OpConfig
+
+__all__ = [
+    "AUTOTUNE",
+    "BATCH_OPS",
+    "GEOMETRY_OPS",
+    "PIXEL_OPS",
+    "SECTIONS",
+    "TF_AUTOTUNE",
+    "AugmentConfig",
+    "Config",
+    "DataConfig",
+    "Normalize",
+    "OpConfig",
+    "PipelineConfig",
+    "apply_overrides",
+    "deep_merge",
+    "list_presets",
+    "load_config",
+    "parse_set_options",
+    "parse_value",
+    "preset_names",
+    "validate",
+]

@@ -1,0 +1,213 @@
+"""The validated config: `Config` = seed + data + pipeline + augment.
+
+Shape and defaults follow docs/architecture.md; docs/config.md is the reference.
+Models forbid unknown keys; `tfpipe.config.load_config` turns pydantic's errors
+into `ConfigError` lines that name the key, the value and what is allowed.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Literal, Union
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from tfpipe.config._types import Float, Int, Unit, fmt
+from tfpipe.config.ops import SECTIONS, BatchOp, GeometryOp, OpConfig, PixelOp
+
+AUTOTUNE = "autotune"
+#: What `tf.data.AUTOTUNE` is; config stays TensorFlow-free.
+TF_AUTOTUNE = -1
+
+Parallelism = Union[int, Literal["autotune"]]
+
+
+class _Dumper(yaml.SafeDumper):
+    """Block mappings, flow lists: `image_size: [224, 224]` stays on one line."""
+
+
+_Dumper.add_representer(list, lambda d, v: d.represent_sequence(
+    "tag:yaml.org,2002:seq", v, flow_style=True))
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+def _parallelism(key: str, value: Any) -> Any:
+    """int >= 1, 'autotune' (any case) or -1 (tf.data.AUTOTUNE) -> int or 'autotune'."""
+    if isinstance(value, str) and value.strip().lower() == AUTOTUNE:
+        return AUTOTUNE
+    if isinstance(value, int) and not isinstance(value, bool):
+        if value == TF_AUTOTUNE:
+            return AUTOTUNE
+        if value >= 1:
+            return value
+    raise ValueError(f"must be an integer >= 1 or 'autotune', got {fmt(value)}")
+
+
+class Normalize(_Model):
+    """Per-channel mean / std on the [0, 1] scale: x' = (x / 255 - mean) / std."""
+
+    mean: list[Float(0.0, 1.0)] = Field(default_factory=lambda: [0.485, 0.456, 0.406])  # type: ignore[valid-type]
+    std: list[Float(0.0, lo_open=True)] = Field(default_factory=lambda: [0.229, 0.224, 0.225])  # type: ignore[valid-type]
+
+
+class DataConfig(_Model):
+    path: Union[str, None] = None
+    task: Literal["classification", "detection"] = "classification"
+    image_size: tuple[Int(1), Int(1)] = (224, 224)  # type: ignore[valid-type]
+    channels: Literal[1, 3] = 3
+    output_dtype: Literal["float32", "uint8"] = "float32"
+    normalize: Normalize = Field(default_factory=Normalize)
+    label_format: Literal["index", "one_hot"] = "index"
+    num_classes: Union[Int(1), None] = None  # type: ignore[valid-type]
+    eval_crop_fraction: Float(0.0, 1.0, lo_open=True) = 0.875  # type: ignore[valid-type]
+    max_boxes: Int(1) = 100  # type: ignore[valid-type]
+
+    @field_validator("image_size", mode="before")
+    @classmethod
+    def _square(cls, v: Any) -> Any:
+        # `image_size: 224` is shorthand for [224, 224].
+        return [v, v] if isinstance(v, int) and not isinstance(v, bool) else v
+
+    @model_validator(mode="after")
+    def _norm_channels(self) -> "DataConfig":
+        for key in ("mean", "std"):
+            n = len(getattr(self.normalize, key))
+            if n not in (1, self.channels):
+                raise ValueError(f"normalize.{key}: needs 1 or {self.channels} values "
+                                 f"(data.channels), got {n}")
+        return self
+
+
+class PipelineConfig(_Model):
+    batch_size: Int(1) = 64  # type: ignore[valid-type]
+    shuffle_buffer: Int(0) = 10000  # type: ignore[valid-type]
+    num_parallel_calls: Parallelism = AUTOTUNE
+    interleave_cycle: Parallelism = AUTOTUNE
+    prefetch: Parallelism = AUTOTUNE
+    cache: str = "none"
+    deterministic: bool = True
+    drop_remainder: bool = True
+    private_threadpool: Union[Int(1), None] = None  # type: ignore[valid-type]
+    ram_budget_mb: Union[Int(1), None] = None  # type: ignore[valid-type]
+    prefetch_to_device: Union[str, None] = None
+    on_error: Literal["skip", "raise"] = "skip"
+    # Directory written by `tfpipe materialize`; when set, the pipeline reads those
+    # pre-augmented epochs instead of augmenting on the fly.
+    materialized: Union[str, None] = None
+
+    @field_validator("num_parallel_calls", "interleave_cycle", "prefetch", mode="before")
+    @classmethod
+    def _auto(cls, v: Any, info: Any) -> Any:
+        return _parallelism(info.field_name, v)
+
+    @field_validator("cache", mode="before")
+    @classmethod
+    def _cache(cls, v: Any) -> Any:
+        if v is None or v is False:
+            return "none"
+        if not isinstance(v, str) or not v.strip():
+            raise ValueError(f"must be 'none', 'memory' or a directory path, got {fmt(v)}")
+        return v.lower() if v.lower() in ("none", "memory") else v
+
+    def tf_value(self, key: Literal["num_parallel_calls", "interleave_cycle", "prefetch"]) -> int:
+        """The int tf.data takes: the configured value, or -1 (tf.data.AUTOTUNE)."""
+        v = getattr(self, key)
+        return TF_AUTOTUNE if v == AUTOTUNE else int(v)
+
+
+def _op_entries(section: str, value: Any) -> Any:
+    """YAML shorthand -> dicts carrying their name (the union discriminator)."""
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise ValueError(f"must be a mapping of op name -> parameters, got {fmt(value)}")
+    out: dict[str, Any] = {}
+    for name, params in value.items():
+        if params is None or params is True:
+            params = {}
+        elif params is False:
+            params = {"enabled": False}
+        elif isinstance(params, dict):
+            params = dict(params)
+            if "name" in params and params["name"] != name:
+                # `name` comes from the key; a different one would be confusing.
+                params["__name__"] = params.pop("name")
+        else:
+            out[name] = params  # leave it to the union to report the bad type
+            continue
+        params["name"] = name
+        out[name] = params
+    return out
+
+
+class AugmentConfig(_Model):
+    enable_rate: Unit = 1.0  # type: ignore[valid-type]
+    geometry: dict[str, GeometryOp] = Field(default_factory=dict)
+    pixel: dict[str, PixelOp] = Field(default_factory=dict)
+    batch: dict[str, BatchOp] = Field(default_factory=dict)
+
+    @field_validator("geometry", "pixel", "batch", mode="before")
+    @classmethod
+    def _entries(cls, v: Any, info: Any) -> Any:
+        return _op_entries(info.field_name, v)
+
+    def ops(self, section: Literal["geometry", "pixel", "batch"]) -> list[OpConfig]:
+        """Ops of a section in application order (enabled or not)."""
+        return list(getattr(self, section).values())
+
+    def active(self, section: Literal["geometry", "pixel", "batch"]) -> list[OpConfig]:
+        """Enabled ops with p > 0, in application order."""
+        return [op for op in self.ops(section) if op.enabled and op.p > 0]
+
+
+class Config(_Model):
+    """A fully resolved tfpipe config (no `base`: presets are merged in by load_config)."""
+
+    seed: Int(0, 2**63 - 1) = 0  # type: ignore[valid-type]
+    data: DataConfig = Field(default_factory=DataConfig)
+    pipeline: PipelineConfig = Field(default_factory=PipelineConfig)
+    augment: AugmentConfig = Field(default_factory=AugmentConfig)
+
+    @model_validator(mode="after")
+    def _cross_field(self) -> "Config":
+        problems: list[str] = []
+        task, channels = self.data.task, self.data.channels
+        mixing = [op.name for op in self.augment.active("batch") if op.name in ("mixup", "cutmix")]
+        if mixing and task == "classification":
+            # Mixed labels are soft: an index cannot carry them (documented in config.md).
+            self.data.label_format = "one_hot"
+        for op in self.augment.active("batch"):
+            if op.name == "mosaic" and task != "detection":
+                problems.append(f"augment.batch.mosaic: needs data.task 'detection', got {fmt(task)}")
+        for op in self.augment.active("geometry"):
+            if op.name == "elastic" and task == "detection":
+                problems.append("augment.geometry.elastic: a non-affine warp cannot move boxes; "
+                                "not allowed with data.task 'detection'")
+        if channels == 1:
+            for op in self.augment.active("pixel"):
+                if op.name in ("saturation", "hue", "channel_shuffle"):
+                    problems.append(f"augment.pixel.{op.name}: needs 3 colour channels, "
+                                    f"data.channels is 1")
+        if problems:
+            raise ValueError("\n".join(problems))
+        return self
+
+    # ------------------------------------------------------------ serialization
+    def to_dict(self) -> dict[str, Any]:
+        """Plain, fully resolved dict in YAML shape (ops keyed by name, in order)."""
+        out = self.model_dump(mode="json", exclude={"augment"})
+        out["augment"] = {"enable_rate": self.augment.enable_rate}
+        for section in SECTIONS:
+            out["augment"][section] = {op.name: op.to_dict() for op in self.augment.ops(section)}
+        return out
+
+    def to_yaml(self) -> str:
+        """Fully resolved YAML; `load_config` of it gives back an equal Config."""
+        return yaml.dump(self.to_dict(), Dumper=_Dumper, sort_keys=False, default_flow_style=False)
+
+    def to_json(self, indent: int | None = 2) -> str:
+        return json.dumps(self.to_dict(), indent=indent)
