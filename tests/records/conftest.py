@@ -4,7 +4,16 @@ from __future__ import annotations
 
 import pytest
 
-from tfpipe.records import classification_schema, detection_schema, encode_example
+from tfpipe.records import (
+    Manifest,
+    ShardedWriter,
+    ShardEntry,
+    SkippedInput,
+    SplitInfo,
+    classification_schema,
+    detection_schema,
+    encode_example,
+)
 
 
 @pytest.fixture(scope="session")
@@ -59,3 +68,24 @@ def det_records(jpegs: list[bytes], image_sizes: list[tuple[int, int]]) -> list[
             "image/object/class/text": [f"o{j}" for j in range(k)],
         }, schema))
     return out
+
+
+def make_dataset(root, records, schema=None, splits=("train", "val"), shard_size=3000,
+                 compression=None):
+    schema = schema or classification_schema()
+    m = Manifest(schema=schema, class_names=["c0", "c1", "c2"], compression=compression,
+                 source={"kind": "test"}, settings={"shard_size": shard_size})
+    for k, split in enumerate(splits):
+        with ShardedWriter(root, split, shard_size, compression) as w:
+            for r in records[k::len(splits)]:
+                w.write(r)
+        m.splits[split] = SplitInfo([ShardEntry.from_info(i, root) for i in w.infos],
+                                    [SkippedInput("bad.jpg", "not an image")])
+    m.save(root)
+    return m
+
+
+@pytest.fixture(name="make_dataset")
+def make_dataset_fixture():
+    """Writes a dataset dir (shards + manifest.json) with the real writer."""
+    return make_dataset

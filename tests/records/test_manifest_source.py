@@ -27,22 +27,7 @@ from tfpipe.records import (
 )
 
 
-def make_dataset(root, records, schema=None, splits=("train", "val"), shard_size=3000,
-                 compression=None):
-    schema = schema or classification_schema()
-    m = Manifest(schema=schema, class_names=["c0", "c1", "c2"], compression=compression,
-                 source={"kind": "test"}, settings={"shard_size": shard_size})
-    for k, split in enumerate(splits):
-        with ShardedWriter(root, split, shard_size, compression) as w:
-            for r in records[k::len(splits)]:
-                w.write(r)
-        m.splits[split] = SplitInfo([ShardEntry.from_info(i, root) for i in w.infos],
-                                    [SkippedInput("bad.jpg", "not an image")])
-    m.save(root)
-    return m
-
-
-def test_manifest_matches_files_and_is_deterministic(tmp_path, cls_records):
+def test_manifest_matches_files_and_is_deterministic(tmp_path, cls_records, make_dataset):
     m = make_dataset(tmp_path, cls_records)
     text = (tmp_path / "manifest.json").read_text()
     loaded = Manifest.load(tmp_path)
@@ -64,7 +49,7 @@ def test_manifest_matches_files_and_is_deterministic(tmp_path, cls_records):
     assert m.splits["train"].num_bytes == sum(e.num_bytes for e in m.splits["train"].shards)
 
 
-def _write_manifest(tmp_path, mutate):
+def _write_manifest(tmp_path, mutate, make_dataset):
     make_dataset(tmp_path, [b"x"] * 4, splits=("train",))
     obj = json.loads((tmp_path / "manifest.json").read_text())
     mutate(obj)
@@ -81,13 +66,13 @@ def _write_manifest(tmp_path, mutate):
     (lambda o: o.update(compression="zstd"), "compression"),
     (lambda o: o["schema"].update(x={"dtype": "float64"}), "dtype must be one of"),
 ])
-def test_manifest_load_rejects(tmp_path, mutate, match):
-    _write_manifest(tmp_path, mutate)
+def test_manifest_load_rejects(tmp_path, mutate, match, make_dataset):
+    _write_manifest(tmp_path, mutate, make_dataset)
     with pytest.raises(ManifestError, match=match):
         Manifest.load(tmp_path)
 
 
-def test_manifest_rejects_symlink_escape_and_bad_json(tmp_path):
+def test_manifest_rejects_symlink_escape_and_bad_json(tmp_path, make_dataset):
     outside = tmp_path / "outside"
     outside.mkdir()
     (outside / "s.tfrecord").write_bytes(b"")
@@ -106,7 +91,7 @@ def test_manifest_rejects_symlink_escape_and_bad_json(tmp_path):
         Manifest.load(tmp_path / "nowhere")
 
 
-def test_open_source_parses_with_tf_data(tmp_path, cls_records, jpegs):
+def test_open_source_parses_with_tf_data(tmp_path, cls_records, jpegs, make_dataset):
     make_dataset(tmp_path, cls_records, compression="gzip")
     src = open_source(str(tmp_path), split="val")
     assert src.compression == "gzip" and src.manifest is not None
@@ -119,7 +104,7 @@ def test_open_source_parses_with_tf_data(tmp_path, cls_records, jpegs):
         open_source(str(tmp_path), split="test")
 
 
-def test_open_source_checks_sizes(tmp_path, cls_records):
+def test_open_source_checks_sizes(tmp_path, cls_records, make_dataset):
     make_dataset(tmp_path, cls_records)
     shard = open_source(str(tmp_path)).files[0]
     with open(shard, "ab") as f:
@@ -145,7 +130,7 @@ def test_open_source_bare_glob_infers_schema(tmp_path, det_records):
         open_source(str(tmp_path / "*.nothing"))
 
 
-def _old_dataset(tmp_path, cls_records, version=0):
+def _old_dataset(tmp_path, make_dataset, version=0):
     # A dataset from before "image/source_id" and "image/class/label" existed.
     old = Schema([FeatureSpec("image/encoded", "string")])
     recs = [encode_example({"image/encoded": b"img%d" % i}, old) for i in range(3)]
@@ -155,8 +140,8 @@ def _old_dataset(tmp_path, cls_records, version=0):
     (tmp_path / "manifest.json").write_text(json.dumps(obj))
 
 
-def test_schema_evolution_defaults(tmp_path, cls_records):
-    _old_dataset(tmp_path, cls_records)
+def test_schema_evolution_defaults(tmp_path, cls_records, make_dataset):
+    _old_dataset(tmp_path, make_dataset)
     src = open_source(str(tmp_path), required=[
         "image/source_id",  # standard spec declares default ""
         FeatureSpec("weight", "float32", [], "fixed", 1.0),
@@ -168,8 +153,9 @@ def test_schema_evolution_defaults(tmp_path, cls_records):
     assert ex["image/encoded"].numpy() == b"img0"
 
 
-def test_schema_evolution_missing_required_names_feature_and_shard(tmp_path, cls_records):
-    _old_dataset(tmp_path, cls_records)
+def test_schema_evolution_missing_required_names_feature_and_shard(tmp_path, cls_records,
+                                                                   make_dataset):
+    _old_dataset(tmp_path, make_dataset)
     with pytest.raises(SchemaError, match=r"'image/class/label'.*train-00000-of-00001"):
         open_source(str(tmp_path), required=["image/class/label"])
     # bare glob: the shard named is the one lacking it
@@ -178,12 +164,12 @@ def test_schema_evolution_missing_required_names_feature_and_shard(tmp_path, cls
         open_source(str(tmp_path / "*.tfrecord"), required=["image/class/label"])
 
 
-def test_newer_dataset_refused(tmp_path, cls_records):
-    _old_dataset(tmp_path, cls_records, version=SCHEMA_VERSION + 1)
+def test_newer_dataset_refused(tmp_path, cls_records, make_dataset):
+    _old_dataset(tmp_path, make_dataset, version=SCHEMA_VERSION + 1)
     with pytest.raises(SchemaError, match="newer"):
         open_source(str(tmp_path))
 
 
-def test_detection_schema_round_trip_in_manifest(tmp_path, det_records):
+def test_detection_schema_round_trip_in_manifest(tmp_path, det_records, make_dataset):
     make_dataset(tmp_path, det_records, schema=detection_schema(), splits=("train",))
     assert Manifest.load(tmp_path).schema == detection_schema()

@@ -1,0 +1,98 @@
+"""`tfpipe inspect` / `tfpipe verify` through click's CliRunner."""
+
+from __future__ import annotations
+
+import json
+import os
+
+from click.testing import CliRunner
+
+from tfpipe.cli.main import cli
+from tfpipe.records import Manifest, ShardedWriter, ShardEntry, SplitInfo, detection_schema
+
+
+
+def _run(*args: str):
+    return CliRunner().invoke(cli, list(args), catch_exceptions=False)
+
+
+def test_inspect_json(tmp_path, cls_records, make_dataset):
+    make_dataset(tmp_path, cls_records)
+    r = _run("inspect", str(tmp_path), "-n", "2", "--json")
+    assert r.exit_code == 0, r.output
+    s = json.loads(r.output)
+    assert s["splits"]["train"]["records"] == 6 and s["splits"]["val"]["records"] == 6
+    # train holds records 0, 2, 4, ... whose labels are i % 3
+    expected = {}
+    for i in range(0, 12, 2):
+        expected[i % 3] = expected.get(i % 3, 0) + 1
+    assert {h["label"]: h["count"] for h in s["class_histogram"]} == expected
+    assert [h["name"] for h in s["class_histogram"]] == ["c0", "c1", "c2"]
+    assert len(s["records"]) == 2 and s["records"][0]["format"] == "jpeg"
+    assert s["records"][0]["filename"] == "img0.jpg"
+    r = _run("inspect", str(tmp_path), "--split", "val")
+    assert r.exit_code == 0 and "img1.jpg" in r.output
+    assert _run("inspect", str(tmp_path / "nothing*")).exit_code == 2
+
+
+def test_inspect_detection_boxes(tmp_path, det_records):
+    m = Manifest(schema=detection_schema())
+    with ShardedWriter(tmp_path, "train") as w:
+        for r in det_records:
+            w.write(r)
+    m.splits["train"] = SplitInfo([ShardEntry.from_info(i, tmp_path) for i in w.infos])
+    m.save(tmp_path)
+    s = json.loads(_run("inspect", str(tmp_path), "--json").output)
+    assert [rec["boxes"] for rec in s["records"]] == [1, 2, 3, 4]
+    assert {h["label"]: h["count"] for h in s["class_histogram"]} == {0: 4, 1: 3, 2: 2, 3: 1}
+
+
+def test_verify_exit_codes_and_salvage(tmp_path, cls_records, make_dataset):
+    ds = tmp_path / "ds"
+    make_dataset(ds, cls_records, shard_size=1 << 20)
+    r = _run("verify", str(ds), "--json")
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.output)["ok"] is True
+    shard = ds / "train-00000-of-00001.tfrecord"
+    first = len(cls_records[0]) + 16
+    with open(shard, "r+b") as f:  # damage record 1's data
+        f.seek(first + 12 + 30)
+        b = f.read(1)
+        f.seek(first + 12 + 30)
+        f.write(bytes([b[0] ^ 1]))
+    r = _run("verify", str(ds), "--json", "--salvage", str(tmp_path / "out"))
+    assert r.exit_code == 1
+    rep = json.loads(r.output)
+    kinds = sorted(f["kind"] for f in rep["findings"])
+    assert kinds == ["checksum-mismatch", "corrupted-data", "count-mismatch"]
+    bad = next(f for f in rep["findings"] if f["kind"] == "corrupted-data")
+    assert (bad["path"], bad["index"], bad["offset"]) == (str(shard), 1, first)
+    sal = rep["salvaged"][0]
+    assert sal["records_kept"] == 5 and sal["records_lost_known"] == 1
+    assert os.path.exists(tmp_path / "out" / shard.name)
+    # human output names file, record and offset
+    r = _run("verify", str(ds))
+    assert r.exit_code == 1 and "corrupted-data" in r.output and str(first) in r.output
+    # a single file, and a missing path
+    assert _run("verify", str(tmp_path / "out" / shard.name)).exit_code == 0
+    assert _run("verify", str(tmp_path / "nope")).exit_code == 2
+
+
+def test_verify_deep_finds_bad_image_and_box(tmp_path, det_records, jpegs):
+    from tfpipe.records import encode_example, write_shard
+
+    bad_box = encode_example({
+        "image/encoded": jpegs[0], "image/format": "jpeg", "image/height": 1, "image/width": 1,
+        "image/object/bbox/ymin": [0.6], "image/object/bbox/xmin": [0.1],
+        "image/object/bbox/ymax": [0.2], "image/object/bbox/xmax": [1.5],
+        "image/object/class/label": [0]}, detection_schema())
+    bad_img = encode_example({
+        "image/encoded": b"not an image", "image/format": "jpeg", "image/height": 1,
+        "image/width": 1}, detection_schema())
+    path = str(tmp_path / "d.tfrecord")
+    write_shard(path, det_records + [bad_box, bad_img])
+    assert _run("verify", path).exit_code == 0  # framing is intact
+    r = _run("verify", path, "--deep", "--json")
+    assert r.exit_code == 1
+    found = {(f["kind"], f["index"]) for f in json.loads(r.output)["findings"]}
+    assert found == {("bad-image", 4), ("bad-box", 4), ("bad-image", 5)}
