@@ -131,8 +131,8 @@ def _completed_from_manifest(out: Path, plan: Plan, compression: str | None,
         return {}
     if manifest.settings.get("plan_id") != plan_id:
         raise ConfigError(
-            f"{out}: holds a dataset converted from different inputs or settings; "
-            "use a fresh output directory, or drop --resume to refuse to overwrite it")
+            f"{out}: holds a dataset converted from different inputs or settings, so "
+            "--resume cannot reuse it; convert into a fresh output directory (or delete it)")
     # Skipped inputs are listed per split; the plan says which shard each came from.
     shard_of = {item.label: shard_name(s.split, s.index, s.count, compression)
                 for s in plan.shards for item in s.items}
@@ -173,8 +173,9 @@ def _prepare_out(out: Path, record: dict[str, Any], resume: bool, plan: Plan,
             if old.get("plan_id") != record["plan_id"]:
                 raise ConfigError(
                     f"{out}: was started with different inputs or settings (plan "
-                    f"{str(old.get('plan_id'))[:12]} vs {record['plan_id'][:12]}); use a fresh "
-                    "output directory, or drop --resume to refuse to overwrite it")
+                    f"{str(old.get('plan_id'))[:12]} vs {record['plan_id'][:12]}), so --resume "
+                    "cannot reuse it; rerun with the original inputs and settings, or convert "
+                    "into a fresh output directory")
             for path in sorted(state.glob("*.done.json")):
                 try:
                     result = ShardResult.from_json(json.loads(path.read_text()))
