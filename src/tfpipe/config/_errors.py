@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import difflib
+import re
 from typing import Any
 
 from pydantic import BaseModel, ValidationError
@@ -17,9 +18,14 @@ def suggest(word: str, allowed: list[str]) -> str:
     return f" (did you mean {close[0]!r}?)" if close else ""
 
 
+_UNION_TAG = re.compile(r"^(function-|literal\[|nullable\[|union\[|tuple\[|list\[|lax-|"
+                        r"json-|(int|float|str|bool|none)$)")
+
+
 def _clean_loc(loc: tuple[Any, ...]) -> list[Any]:
-    """Drop the discriminator tag pydantic repeats after an op's name."""
-    parts = list(loc)
+    """Drop the discriminator tag pydantic repeats after an op's name, and the
+    union-member tags it adds (`function-after[...]`, `literal['random']`)."""
+    parts = [p for p in loc if not (isinstance(p, str) and _UNION_TAG.match(p))]
     if len(parts) >= 4 and parts[0] == "augment" and parts[1] in SECTIONS and parts[2] == parts[3]:
         del parts[3]
     return parts
@@ -91,7 +97,8 @@ def _line(root: type[BaseModel], err: dict[str, Any]) -> list[str]:
         lines = msg.splitlines()
         if not where:
             return lines  # cross-field checks already name their keys
-        return [f"{where}: {line}" for line in lines]
+        # A leading "." is a key relative to the model that raised it.
+        return [f"{where}{line}" if line.startswith(".") else f"{where}: {line}" for line in lines]
     if kind == "literal_error":
         return [f"{where}: must be {ctx.get('expected')}, got {fmt(value)}"]
     if kind == "missing":

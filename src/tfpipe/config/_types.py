@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from typing import Annotated, Any, Callable
 
-from pydantic import AfterValidator
+from pydantic import AfterValidator, BeforeValidator
 
 
 def fmt(value: Any) -> str:
@@ -67,6 +67,15 @@ def _check_pair(lo: float | None, hi: float | None, lo_open: bool, hi_open: bool
     return check
 
 
+def _pair_shape(what: str) -> Callable[[Any], Any]:
+    def check(v: Any) -> Any:
+        if not isinstance(v, (list, tuple)) or len(v) != 2:
+            raise ValueError(f"must be a {what} pair of numbers, got {fmt(v)}")
+        return v
+
+    return check
+
+
 def Float(lo: float | None = None, hi: float | None = None, *, lo_open: bool = False,
           hi_open: bool = False) -> Any:
     return Annotated[float, AfterValidator(_check(lo, hi, lo_open, hi_open))]
@@ -79,13 +88,15 @@ def Int(lo: int | None = None, hi: int | None = None) -> Any:
 def Range(lo: float | None = None, hi: float | None = None, *, lo_open: bool = False,
           hi_open: bool = False) -> Any:
     """A [lower, upper] pair, each value bounded, lower <= upper."""
-    return Annotated[tuple[float, float], AfterValidator(_check_pair(lo, hi, lo_open, hi_open, True))]
+    return Annotated[tuple[float, float], BeforeValidator(_pair_shape("[lower, upper]")),
+                     AfterValidator(_check_pair(lo, hi, lo_open, hi_open, True))]
 
 
 def Pair(lo: float | None = None, hi: float | None = None, *, lo_open: bool = False,
          hi_open: bool = False) -> Any:
     """Two bounded values with no order between them (e.g. translate [fx, fy])."""
-    return Annotated[tuple[float, float], AfterValidator(_check_pair(lo, hi, lo_open, hi_open, False))]
+    return Annotated[tuple[float, float], BeforeValidator(_pair_shape("[x, y]")),
+                     AfterValidator(_check_pair(lo, hi, lo_open, hi_open, False))]
 
 
 Unit = Float(0.0, 1.0)

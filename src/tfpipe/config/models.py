@@ -68,17 +68,23 @@ class DataConfig(_Model):
 
     @field_validator("image_size", mode="before")
     @classmethod
-    def _square(cls, v: Any) -> Any:
+    def _size(cls, v: Any) -> Any:
         # `image_size: 224` is shorthand for [224, 224].
-        return [v, v] if isinstance(v, int) and not isinstance(v, bool) else v
+        size = [v, v] if isinstance(v, int) and not isinstance(v, bool) else v
+        if (not isinstance(size, (list, tuple)) or len(size) != 2
+                or not all(isinstance(x, int) and not isinstance(x, bool) and x >= 1 for x in size)):
+            raise ValueError(f"must be [height, width] of positive integers (or one integer), "
+                             f"got {fmt(v)}")
+        return size
 
     @model_validator(mode="after")
     def _norm_channels(self) -> "DataConfig":
         for key in ("mean", "std"):
             n = len(getattr(self.normalize, key))
             if n not in (1, self.channels):
-                raise ValueError(f"normalize.{key}: needs 1 or {self.channels} values "
-                                 f"(data.channels), got {n}")
+                want = "1 value" if self.channels == 1 else f"1 or {self.channels} values"
+                raise ValueError(f".normalize.{key}: needs {want} (one per channel, "
+                                 f"data.channels is {self.channels}), got {n}")
         return self
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, ClassVar, Literal, Union
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from tfpipe.config._types import Float, Int, Pair, Range, Unit, fmt
 
@@ -52,7 +52,8 @@ class _LowerUpper(OpConfig):
     def _ordered(self) -> "_LowerUpper":
         lower, upper = getattr(self, "lower"), getattr(self, "upper")
         if lower > upper:
-            raise ValueError(f"lower must be <= upper, got lower {fmt(lower)}, upper {fmt(upper)}")
+            # A leading "." marks a key relative to this op (see _errors.py).
+            raise ValueError(f".lower: must be <= upper ({fmt(upper)}), got {fmt(lower)}")
         return self
 
 
@@ -154,7 +155,7 @@ class GaussianBlur(OpConfig):
     @model_validator(mode="after")
     def _odd(self) -> "GaussianBlur":
         if self.kernel_size % 2 == 0:
-            raise ValueError(f"kernel_size must be odd, got {self.kernel_size}")
+            raise ValueError(f".kernel_size: must be odd, got {self.kernel_size}")
         return self
 
 
@@ -168,7 +169,16 @@ class RandomErasing(OpConfig):
     name: Literal["random_erasing"] = "random_erasing"
     scale: Range(0.0, 1.0, lo_open=True) = (0.02, 0.33)  # type: ignore[valid-type]
     ratio: Range(0.0, lo_open=True) = (0.3, 3.3)  # type: ignore[valid-type]
-    value: Union[Literal["random"], Unit] = 0.0  # type: ignore[valid-type]
+    value: Union[float, Literal["random"]] = 0.0
+
+    @field_validator("value", mode="before")
+    @classmethod
+    def _value(cls, v: Any) -> Any:
+        if isinstance(v, str) and v.strip().lower() == "random":
+            return "random"
+        if isinstance(v, (int, float)) and not isinstance(v, bool) and 0.0 <= v <= 1.0:
+            return float(v)
+        raise ValueError(f"must be a number in [0, 1] or 'random', got {fmt(v)}")
 
 
 class Posterize(OpConfig):
