@@ -1,0 +1,31 @@
+"""`tfpipe preview`: a PNG grid of what the pipeline feeds the model."""
+
+from __future__ import annotations
+
+import click
+
+from tfpipe.errors import TfpipeError
+
+
+@click.command(name="preview")
+@click.argument("config")
+@click.option("--out", "out", required=True, type=click.Path(dir_okay=False),
+              help="PNG file to write.")
+@click.option("-n", "n", default=16, show_default=True, type=click.IntRange(min=1),
+              help="Number of samples in the grid.")
+@click.option("--split", default="train", show_default=True)
+@click.option("--epoch", default=0, show_default=True, type=click.IntRange(min=0))
+@click.option("--set", "set_options", multiple=True, metavar="KEY=VALUE",
+              help="Override a dotted config key, e.g. --set data.path=out/ (repeatable).")
+def command(config: str, out: str, n: int, split: str, epoch: int, set_options: tuple[str, ...]) -> None:
+    """Write a PNG grid of the first N samples of CONFIG's pipeline (preset or YAML path)."""
+    from tfpipe.config import load_config, parse_set_options
+    from tfpipe.pipeline.preview import render_preview
+
+    try:
+        cfg = load_config(config, parse_set_options(list(set_options)))
+        path = render_preview(cfg, out, n=n, split=split, epoch=epoch)
+    except TfpipeError as exc:
+        click.echo("error: " + str(exc).replace("\n", "\n  "), err=True)
+        raise SystemExit(2) from None
+    click.echo(f"wrote {path} ({n} samples, split {split}, epoch {epoch}, seed {cfg.seed})")
