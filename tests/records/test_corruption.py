@@ -165,3 +165,10 @@ def test_gzip_shard_damage_reports_decompressed_offsets(tmp_path, cls_records):
     rep2 = salvage(good, tmp_path / "out2.tfrecord")
     assert 0 < rep2.records_kept < len(cls_records)
     assert _tf_records(rep2.out.path) == cls_records[: rep2.records_kept]
+
+
+def test_plain_file_named_gz_is_not_a_tfrecord(tmp_path, cls_records):
+    plain = write_shard(tmp_path / "p.tfrecord", cls_records[:2]).path
+    wrong = tmp_path / "w.tfrecord.gz"
+    wrong.write_bytes(open(plain, "rb").read())
+    assert [(f.kind, f.index, f.offset) for f in scan_file(wrong)] == [("not-a-tfrecord", 0, 0)]

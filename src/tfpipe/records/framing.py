@@ -272,6 +272,13 @@ class _Buffer:
                     try:
                         piece = d.decompress(data)
                     except zlib.error as e:
+                        if produced == 0 and consumed == 0:
+                            self.stream_error = Finding(
+                                "not-a-tfrecord", self.path, 0, 0,
+                                f"expected a GZIP-compressed TFRecord file, but it is not "
+                                f"GZIP ({e}); if it is a plain shard, drop the .gz suffix "
+                                "or the compression setting")
+                            return
                         self.stream_error = Finding(
                             "corrupted-data", self.path, None, produced,
                             f"GZIP stream damaged near compressed byte {consumed} ({e}); "

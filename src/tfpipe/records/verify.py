@@ -19,7 +19,7 @@ from typing import Any
 
 from tfpipe.errors import ManifestError
 from tfpipe.records.codec import decode_example
-from tfpipe.records.framing import Finding, _Buffer, _Record, detect_compression, walk
+from tfpipe.records.framing import Finding, _Buffer, detect_compression, walk
 from tfpipe.records.manifest import MANIFEST_NAME, Manifest
 from tfpipe.records.writer import SHARD_NAME_RE
 
