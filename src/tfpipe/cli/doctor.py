@@ -58,8 +58,11 @@ def _print_table(description: str, findings: list) -> None:
         return
     colors = {"error": "red", "warning": "yellow", "info": "cyan"}
     table = Table(title=f"tfpipe doctor: {description}", show_lines=True)
-    for column in ("rule", "severity", "op", "function", "message", "fix"):
-        table.add_column(column, overflow="fold")
+    # Rule ids stay whole so they can be copied into --ignore.
+    table.add_column("rule", no_wrap=True)
+    table.add_column("severity", no_wrap=True)
+    for column in ("op", "function", "message", "fix"):
+        table.add_column(column, overflow="fold", ratio=3 if column in ("message", "fix") else 1)
     for f in findings:
         function = " -> ".join(f.call_path) if len(f.call_path) > 1 else (f.function or "")
         if f.location:
