@@ -80,7 +80,7 @@ def command(src: str, out: str, fmt: str, split: str | None, shard_size: str,
                                label_column=label_column, images=images_dir,
                                invalid_boxes=invalid_boxes, progress=progress)
     except TfpipeError as exc:
-        err.print(f"[red]error:[/red] {exc}", highlight=False, markup=True)
+        click.echo(f"error: {exc}", err=True)  # unwrapped: scripts grep it
         sys.exit(1)
     summary = _summary(manifest)
     if as_json:
