@@ -123,6 +123,10 @@ def test_open_source_bare_glob_infers_schema(tmp_path, det_records):
     assert batch["image/object/class/label"].to_list() == [list(range(k)) for k in range(1, 5)]
     one = next(iter(src.dataset().skip(2).map(src.parse)))
     assert one["image/object/bbox/xmax"].numpy().tolist() == [0.5] * 3
+    sub = next(iter(src.dataset().map(lambda s: src.parse(s, ["image/object/class/label"]))))
+    assert list(sub) == ["image/object/class/label"] and sub["image/object/class/label"].shape == [1]
+    with pytest.raises(SchemaError, match="not in the dataset schema"):
+        src.parse_spec(["nope"])
     with pytest.raises(InputError, match="no files match"):
         open_source(str(tmp_path / "*.nothing"))
 

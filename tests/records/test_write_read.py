@@ -189,3 +189,14 @@ def test_infer_schema_python_and_arrow():
     assert s2["d"].shape == [2]
     with pytest.raises(SchemaError, match="column 'ts'"):
         infer_schema(pa.schema([("ts", pa.timestamp("s"))]))
+
+
+def test_sharded_writer_gzip_rolls(tmp_path, cls_records):
+    with ShardedWriter(tmp_path, "train", 8000, compression="gzip") as w:
+        for r in cls_records:
+            w.write(r)
+    n = len(w.infos)
+    assert n >= 2
+    assert [os.path.basename(i.path) for i in w.infos] == \
+        [shard_name("train", k, n, "gzip") for k in range(n)]
+    assert [r for i in w.infos for r in _tf_read(i.path, "GZIP")] == cls_records

@@ -59,32 +59,45 @@ class RecordSource:
     def class_names(self) -> list[str]:
         return list(self.manifest.class_names) if self.manifest else []
 
-    def parse_spec(self) -> dict[str, Any]:
-        """Features for ``tf.io.parse_example``, including defaults for filled features."""
-        spec = self.schema.parse_spec()
-        for name, fs in self.filled.items():
+    def parse_spec(self, features: Iterable[str] | None = None) -> dict[str, Any]:
+        """Features for ``tf.io.parse_example`` (all, or the named subset), with
+        declared defaults for features filled in for older datasets."""
+        names = list(self.schema) + [n for n in self.filled if n not in self.schema] \
+            if features is None else list(features)
+        spec = {}
+        for name in names:
+            fs = self.filled.get(name) or self.schema.get(name)
+            if fs is None:
+                raise SchemaError(f"feature {name!r} is not in the dataset schema "
+                                  f"(has: {sorted(self.schema)}); list it in `required` "
+                                  "with a default to read older datasets")
             spec[name] = fs.parse_feature()
         return spec
 
-    def _var_names(self) -> list[str]:
-        names = [n for n, s in self.schema.items() if s.kind == "var"]
-        return names + [n for n, s in self.filled.items() if s.kind == "var" and n not in names]
+    def _var_names(self, spec: dict[str, Any]) -> list[str]:
+        return [n for n in spec if (self.filled.get(n) or self.schema[n]).kind == "var"]
 
-    def parse(self, serialized: Any) -> dict[str, Any]:
-        """Parse one serialized example (a scalar string tensor); graph ops only."""
+    def parse(self, serialized: Any, features: Iterable[str] | None = None) -> dict[str, Any]:
+        """Parse one serialized example (a scalar string tensor); graph ops only.
+
+        ``features`` parses only the named features (cheaper when a pipeline
+        needs two of twelve)."""
         import tensorflow as tf
 
-        out = tf.io.parse_single_example(serialized, self.parse_spec())
-        for name in self._var_names():
+        spec = self.parse_spec(features)
+        out = tf.io.parse_single_example(serialized, spec)
+        for name in self._var_names(spec):
             out[name] = tf.sparse.to_dense(out[name])
         return out
 
-    def parse_batch(self, serialized: Any) -> dict[str, Any]:
+    def parse_batch(self, serialized: Any,
+                    features: Iterable[str] | None = None) -> dict[str, Any]:
         """Parse a batch ``[B]`` of examples; var features become RaggedTensors."""
         import tensorflow as tf
 
-        out = tf.io.parse_example(serialized, self.parse_spec())
-        for name in self._var_names():
+        spec = self.parse_spec(features)
+        out = tf.io.parse_example(serialized, spec)
+        for name in self._var_names(spec):
             out[name] = tf.RaggedTensor.from_sparse(out[name])
         return out
 

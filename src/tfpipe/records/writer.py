@@ -189,7 +189,7 @@ class ShardedWriter:
     ``with ShardedWriter(out, "train") as w: w.write(record)``; on close every
     shard is renamed to ``{split}-{i:05d}-of-{n:05d}.tfrecord[.gz]`` and
     `infos` holds their `ShardInfo`. A shard closes before a record would take
-    it past the target (GZIP: measured in compressed bytes written so far), so
+    it past the target (GZIP: compressed bytes flushed so far, so approximate), so
     shards exceed the target only when a single record does. An exception
     inside the ``with`` block deletes the temporary files and renames nothing.
     Writing no record produces no shard.
