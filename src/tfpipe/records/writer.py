@@ -189,8 +189,9 @@ class ShardedWriter:
     ``with ShardedWriter(out, "train") as w: w.write(record)``; on close every
     shard is renamed to ``{split}-{i:05d}-of-{n:05d}.tfrecord[.gz]`` and
     `infos` holds their `ShardInfo`. A shard closes before a record would take
-    it past the target (GZIP: compressed bytes flushed so far, so approximate), so
-    shards exceed the target only when a single record does. An exception
+    it past the target, so shards exceed the target only when a single record
+    does. For GZIP the target applies to the uncompressed frames: zlib buffers
+    its output, so the compressed size is only known once a shard is closed. An exception
     inside the ``with`` block deletes the temporary files and renames nothing.
     Writing no record produces no shard.
     """
@@ -234,7 +235,7 @@ class ShardedWriter:
             raise ValueError("ShardedWriter is closed")
         cur = self._current
         if cur is not None and cur.num_records and \
-                cur.bytes_on_disk + len(record) + 16 > self.shard_size_bytes:
+                cur.frame_bytes + len(record) + 16 > self.shard_size_bytes:
             self._roll()
             cur = None
         if cur is None:
