@@ -212,7 +212,7 @@ class ChannelShuffle(OpConfig):
 class RandAugment(OpConfig):
     name: Literal["randaugment"] = "randaugment"
     num_ops: Int(1) = 2  # type: ignore[valid-type]
-    magnitude: Float(0.0, 30.0) = 9.0  # type: ignore[valid-type]
+    magnitude: Int(0, 30) = 9  # type: ignore[valid-type]
 
 
 class TrivialAugment(OpConfig):

@@ -77,8 +77,9 @@ def label_caption(label: np.ndarray | None, class_names: Sequence[str]) -> str:
         return ""
     # Stable: ties go to the lower class index, so captions never flicker.
     order = np.argsort(-weights, kind="stable")[:2]
-    top = [i for i in order if weights[i] > 0] or [int(order[0])]
-    if len(top) == 1 and weights[top[0]] >= 0.999:
+    # Weights that print as 0.00 are noise in a caption.
+    top = [i for i in order if weights[i] >= 0.005] or [int(order[0])]
+    if len(top) == 1 and weights[top[0]] >= 0.995:
         return _name(int(top[0]), class_names)
     return " / ".join(f"{_name(int(i), class_names)} {weights[i]:.2f}" for i in top)
 
