@@ -333,3 +333,21 @@ def test_cli_config_list() -> None:
     assert json.loads(result.output) == list_presets()
     table = _cli(["config", "list"])
     assert table.exit_code == 0 and all(name in table.output for name in PRESETS)
+
+
+def test_reference_doc_covers_every_key_and_op() -> None:
+    from tfpipe.config import DataConfig, PipelineConfig, SECTIONS
+
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "config.md").read_text()
+    for model in (DataConfig, PipelineConfig):
+        for key in model.model_fields:
+            if key != "normalize":
+                assert f"| `{key}` |" in doc, key
+    assert "| `normalize.mean` |" in doc and "| `normalize.std` |" in doc
+    for ops in SECTIONS.values():
+        for name, cls in ops.items():
+            assert f"| `{name}` |" in doc, name
+            for param in cls.param_names():
+                assert f"`{param}`" in doc, (name, param)
+    for preset in PRESETS:
+        assert f"| `{preset}` |" in doc, preset

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import functools
 import os
 from collections.abc import Mapping
 from importlib import resources
@@ -58,9 +59,14 @@ def _preset_dir() -> Any:
     return resources.files("tfpipe.config") / "presets"
 
 
+@functools.lru_cache(maxsize=1)
+def _preset_names() -> tuple[str, ...]:
+    return tuple(sorted(p.name[:-5] for p in _preset_dir().iterdir() if p.name.endswith(".yaml")))
+
+
 def preset_names() -> list[str]:
     """Names of the presets shipped in tfpipe/config/presets/*.yaml."""
-    return sorted(p.name[:-5] for p in _preset_dir().iterdir() if p.name.endswith(".yaml"))
+    return list(_preset_names())
 
 
 def preset_text(name: str) -> str:
