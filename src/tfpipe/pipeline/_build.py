@@ -69,7 +69,11 @@ def build_stages(config: Any, split: str = "train", epoch: int = 0, worker: Any 
                  *, keep_index: bool = False) -> list[tuple[str, tf.data.Dataset]]:
     """Prefixes of the pipeline, one per stage: read, parse, decode, geometry, pixel,
     batch, compose (the last is the full pipeline without prefetch/options)."""
-    s = settings(config)
+    return _assemble(settings(config), split, epoch, worker, keep_index, all_stages=True)
+
+
+def _assemble(s: Settings, split: str, epoch: int, worker: Any, keep_index: bool,
+              all_stages: bool) -> list[tuple[str, tf.data.Dataset]]:
     if s.batch_size < 1:
         raise ConfigError(f"pipeline.batch_size: must be >= 1, got {s.batch_size}")
     wi, wc = _worker(worker)
@@ -88,7 +92,8 @@ def build_stages(config: Any, split: str = "train", epoch: int = 0, worker: Any 
         ds = _cache(ds, s, split, files, (wi, wc), "records")
         if s.shuffle_buffer > 1:
             es = seeds.epoch_seed(seeds.global_seed(s.seed), epoch)
-            shuffle_seed = int(seeds.fold(es, SHUFFLE_TAG).numpy()[1] & 0x7FFFFFFFFFFFFFFF)
+            # fold_in puts the data in word 1, the hash in word 0
+            shuffle_seed = int(seeds.fold(es, SHUFFLE_TAG).numpy()[0] & 0x7FFFFFFFFFFFFFFF)
             ds = ds.shuffle(s.shuffle_buffer, seed=shuffle_seed, reshuffle_each_iteration=False)
     # (shard, record, serialized) -> (shard, record, local index, serialized)
     ds = ds.enumerate().map(lambda i, e: (e[0], e[1], i, e[2]))
@@ -102,10 +107,11 @@ def build_stages(config: Any, split: str = "train", epoch: int = 0, worker: Any 
     else:
         builder = _classify.Classify(s, es, wi, wc, src.parse, train)
 
-    stages.append(("parse", ds.map(lambda sh, r, i, x: src.parse(x), num_parallel_calls=npc,
-                                   deterministic=s.deterministic)))
-    stages.append(("decode", ds.map(builder.decode_only, num_parallel_calls=npc,
-                                    deterministic=s.deterministic)))
+    if all_stages:  # extra prefixes only for the stage report: each traces functions
+        stages.append(("parse", ds.map(lambda sh, r, i, x: src.parse(x),
+                                       num_parallel_calls=npc, deterministic=s.deterministic)))
+        stages.append(("decode", ds.map(builder.decode_only, num_parallel_calls=npc,
+                                        deterministic=s.deterministic)))
 
     ds = isolate(ds, builder.process, builder.sentinel, files, s.on_error, npc, s.deterministic)
     if not train:
@@ -117,9 +123,10 @@ def build_stages(config: Any, split: str = "train", epoch: int = 0, worker: Any 
     ds = builder.batch(ds, drop)
     stages.append(("batch", ds))
 
-    ds = ds.enumerate().map(
+    compose = tf.autograph.experimental.do_not_convert(
         lambda b, batch: builder.compose(batch, seeds.global_index(b, wi, wc), num_classes,
-                                         keep_index),
+                                         keep_index))
+    ds = ds.enumerate().map(compose,
         num_parallel_calls=max(1, npc // 2), deterministic=s.deterministic)
     stages.append(("compose", ds))
     return stages
@@ -141,7 +148,7 @@ def build_pipeline(config: Any, split: str = "train", epoch: int = 0, worker: An
     if mat is not None:
         ds = _materialize.read(mat, s, epoch, _worker(worker))
     else:
-        ds = build_stages(s, split, epoch, worker, keep_index=keep_index)[-1][1]
+        ds = _assemble(s, split, epoch, worker, keep_index, all_stages=False)[-1][1]
     if as_supervised:
         ds = ds.map(lambda e: (e["image"], e["label"]))
     ds = ds.with_options(options(s))

@@ -63,7 +63,7 @@ def apply_geometry_op(op: Op, image: tf.Tensor, seed: tf.Tensor,
     if name == "rot90":
         return augment.random_rot90(image, seed, op.p)[0]
     if name == "random_resized_crop":
-        fn: Callable[[], tf.Tensor] = lambda: augment.random_resized_crop(  # noqa: E731
+        fn = lambda: augment.random_resized_crop(  # noqa: E731
             image, seed, size, _pair(op, "scale", (0.08, 1.0)),
             _pair(op, "ratio", (3 / 4, 4 / 3)), interp)[0]
     elif name == "center_crop":

@@ -65,7 +65,11 @@ def isolate(ds: tf.data.Dataset, process: Callable[..., dict[str, tf.Tensor]],
     an `ok` key is added by this function.
     """
     paths = tf.constant(files)
+    # Our functions use explicit tf.cond; autograph would only add tracing time.
+    process = tf.autograph.experimental.do_not_convert(process)
+    sentinel = tf.autograph.experimental.do_not_convert(sentinel)
 
+    @tf.autograph.experimental.do_not_convert
     def one(*elem: Any) -> tf.data.Dataset:
         good = tf.data.Dataset.from_tensors(elem).map(
             lambda *e: {**process(*e), "ok": tf.constant(True)}).ignore_errors()
@@ -77,6 +81,7 @@ def isolate(ds: tf.data.Dataset, process: Callable[..., dict[str, tf.Tensor]],
                         num_parallel_calls=parallel if parallel > 1 else None,
                         deterministic=deterministic)
 
+    @tf.autograph.experimental.do_not_convert
     def report(elem: dict[str, tf.Tensor]) -> dict[str, tf.Tensor]:
         path = tf.gather(paths, elem["_shard"])
         msg = tf.strings.format("tfpipe: bad record {} in shard {} (pipeline.on_error={})",

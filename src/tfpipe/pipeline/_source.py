@@ -84,15 +84,12 @@ def open_records(path: str | None, split: str, task: str) -> Source:
     comp = src.compression
     if comp is not None:
         comp = "GZIP" if str(comp).lower() in ("gzip", "gz") else str(comp)
-    num_classes = None
-    manifest = getattr(src, "manifest", None)
-    names = getattr(manifest, "class_names", None) if manifest is not None else None
-    if names:
-        num_classes = len(names)
+    names = list(getattr(src, "class_names", []) or [])
     files = list(src.files)
     if not files:
         raise ManifestError(f"no {split!r} shards under {path!r}")
-    return Source(files, comp, src.parse, getattr(src, "num_records", None), num_classes)
+    # num_records is not read here: for a bare glob it walks every frame in Python.
+    return Source(files, comp, src.parse, None, len(names) or None)
 
 
 def worker_files(files: list[str], index: int, count: int) -> tuple[list[str], bool]:
