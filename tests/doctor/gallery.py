@@ -224,6 +224,18 @@ def _ignore_errors(files, tmp):
     return bad, clean
 
 
+def read_tolerant(path):
+    return tf.data.TFRecordDataset(path).ignore_errors()
+
+
+def _ignore_errors_per_file(files, tmp):
+    bad = (tf.data.Dataset.from_tensor_slices(files)
+           .interleave(read_tolerant, cycle_length=3, num_parallel_calls=AUTOTUNE)
+           .batch(4).prefetch(2))
+    clean = read(files).batch(4).prefetch(2)
+    return bad, clean
+
+
 def _generator(files, tmp):
     bad = tf.data.Dataset.from_generator(
         gen, output_signature=tf.TensorSpec([], tf.float32)).batch(4).prefetch(2)
@@ -254,5 +266,7 @@ GALLERY: list[Case] = [
     Case("deterministic_no_random", "serial-determinism", _determinism, function="plain"),
     Case("parse_per_record", "unbatched-parse", _unbatched_parse, function="parse_one"),
     Case("ignore_errors_on_files", "ignore-errors", _ignore_errors),
+    Case("ignore_errors_per_file", "ignore-errors", _ignore_errors_per_file,
+         function="read_tolerant"),
     Case("from_generator", "python-source", _generator),
 ]

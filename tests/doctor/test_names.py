@@ -15,13 +15,14 @@ from . import gallery
 
 @pytest.mark.parametrize("library_name, expected", [
     ("__inference_Dataset_map_my_fn_123", "my_fn"),
-    ("__inference_Dataset_flat_map_read_one_file_27", "read_one_file"),
+    ("__inference_Dataset_flat_map_read_one_file_27", None),  # TFRecordDataset's own
+    ("__inference_Dataset_flat_map_read_shard_27", "read_shard"),
     ("__inference_Dataset_filter_lambda_86", "lambda"),
     ("__inference_Dataset_map_A.meth_75", "A.meth"),
     ("__inference_Dataset_interleave_classabc.ABCMeta_30", None),
     ("__inference_Dataset_map_class__main__.Augment_9", "Augment"),
     ("__inference_helper_58", "helper"),
-    ("__inference_tf_data_experimental_parallel_interleave_read_one_file_101", "read_one_file"),
+    ("__inference_tf_data_experimental_parallel_interleave_parse_101", "parse"),
     ("cond_true_51", None),
 ])
 def test_function_display_name(library_name, expected):

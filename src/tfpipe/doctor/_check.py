@@ -93,6 +93,11 @@ def check_config(config: Any, split: str = "train", **kwargs: Any) -> list[Findi
         from tfpipe.config import load_config
 
         config = load_config(str(config))
+    if kwargs.get("batch_size_hint") is None:
+        try:
+            kwargs["batch_size_hint"] = int(config.pipeline.batch_size)
+        except (AttributeError, TypeError, ValueError):
+            kwargs.pop("batch_size_hint", None)
     return check(build_pipeline(config, split=split), **kwargs)
 
 

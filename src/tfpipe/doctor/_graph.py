@@ -174,6 +174,13 @@ _PREFIX = re.compile(
 )
 
 
+# Functions tf.data itself writes (TFRecordDataset's per-file reader, from_generator).
+_TF_INTERNAL = frozenset({
+    "read_one_file", "flat_map_fn", "get_iterator_id_fn", "generator_next_fn", "finalize_fn",
+    "generator_py_func", "_apply_fn", "_get_dataset",
+})
+
+
 def function_display_name(library_name: str) -> str | None:
     """The user's Python name of a traced function, or None for TF-internal bodies.
 
@@ -189,7 +196,7 @@ def function_display_name(library_name: str) -> str | None:
         # A callable instance: tf.data names it after str(type(obj)) = "<class 'mod.Cls'>".
         cls = name[len("class"):].rsplit(".", 1)[-1]
         return None if cls in ("ABCMeta", "type", "") else cls
-    return name or None
+    return None if not name or name in _TF_INTERNAL else name
 
 
 @dataclass(frozen=True)
@@ -200,6 +207,7 @@ class FunctionOp:
     node: str               # node name inside its function, includes name scopes
     function: str           # library name of the function that holds the node
     call_path: tuple[str, ...]  # user-visible function names, outermost first
+    node_def: Any = field(default=None, compare=False, repr=False)
 
 
 class PipelineGraph:
@@ -344,7 +352,8 @@ class PipelineGraph:
             return
         seen = seen | {fname}
         for nd in self.library[fname].node_def:
-            out.append(FunctionOp(op=nd.op, node=nd.name, function=fname, call_path=path))
+            out.append(FunctionOp(op=nd.op, node=nd.name, function=fname, call_path=path,
+                                  node_def=nd))
             callees = [f for _, f in _function_attrs(nd)]
             if nd.op in self.library:  # a function called by name
                 callees.append(nd.op)

@@ -389,6 +389,7 @@ def no_interleave(ctx: Context) -> Iterator[Finding]:
                 sequential = True
         if reader is None:
             continue
+        user = function_display_name(node.main_function or "")
         if files == 1:
             yield ctx.finding(
                 "no-interleave", node,
@@ -396,7 +397,7 @@ def no_interleave(ctx: Context) -> Iterator[Finding]:
                 "pipeline, workers cannot split it and a shuffle never mixes beyond its buffer.",
                 "Shard the data into many files (`tfpipe convert` writes shards of "
                 "--shard-size) and read them with interleave(..., num_parallel_calls=AUTOTUNE).",
-                severity="info")
+                function=user, severity="info")
         elif sequential:
             count = f"{files} files" if files else "several files"
             yield ctx.finding(
@@ -407,7 +408,7 @@ def no_interleave(ctx: Context) -> Iterator[Finding]:
                 "Read files in parallel: files.interleave(tf.data.TFRecordDataset, "
                 "cycle_length=N, num_parallel_calls=tf.data.AUTOTUNE, deterministic=...) or "
                 "TFRecordDataset(files, num_parallel_reads=AUTOTUNE); tfpipe.build_pipeline "
-                "does this (config pipeline.interleave_cycle).")
+                "does this (config pipeline.interleave_cycle).", function=user)
 
 
 @rule("repeat-before-shuffle", "info", "repeat() before shuffle() blurs epoch boundaries")
@@ -559,19 +560,38 @@ def unbatched_parse(ctx: Context) -> Iterator[Finding]:
                 function=user)
 
 
+_IGNORE_ERRORS_OPS = frozenset({"IgnoreErrorsDataset", "ExperimentalIgnoreErrorsDataset"})
+
+
+def _ignore_errors_finding(ctx: Context, node: DatasetNode, log_warning: bool,
+                           function: str | None = None) -> Finding:
+    logged = ("it logs a warning, but" if log_warning else "it logs nothing by default and")
+    return ctx.finding(
+        "ignore-errors", node,
+        "ignore_errors() over a TFRecord/text reader: a corrupt record is a DataLossError "
+        f"that ends that file's reader, so every remaining record of the file is dropped; "
+        f"{logged} nothing counts what was lost.",
+        "Find and repair damage first: `tfpipe verify DATA --salvage` keeps every readable "
+        "record; tfpipe.build_pipeline's pipeline.on_error policy reports what was skipped.",
+        function=function, severity="info" if log_warning else "warning")
+
+
 @rule("ignore-errors", "warning", "ignore_errors() on a file source")
 def ignore_errors(ctx: Context) -> Iterator[Finding]:
     for node in ctx.graph.nodes.values():
-        if node.op not in ("IgnoreErrorsDataset", "ExperimentalIgnoreErrorsDataset"):
+        if node.op in _IGNORE_ERRORS_OPS:
+            readers = [u for u in ctx.graph.upstream(node.name)
+                       if u.op in O.FILE_READER_OPS or _reads_files(ctx, u)]
+            if readers:
+                yield _ignore_errors_finding(ctx, node, bool(node.attr_b("log_warning")))
             continue
-        readers = [u for u in ctx.graph.upstream(node.name)
-                   if u.op in O.FILE_READER_OPS or _reads_files(ctx, u)]
-        if readers:
-            yield ctx.finding(
-                "ignore-errors", node,
-                "ignore_errors() over a TFRecord/text reader: after a corrupt record the "
-                "reader's error ends that file, so ignore_errors() silently drops every "
-                "remaining record of the file (and logs nothing by default).",
-                "Find and repair damage first: `tfpipe verify DATA --salvage` keeps every "
-                "readable record; tfpipe.build_pipeline's pipeline.on_error: skip skips and "
-                "counts bad records individually.")
+        # interleave(lambda f: TFRecordDataset(f).ignore_errors()): the same, per file.
+        for _, fname in node.functions:
+            ops = ctx.function_ops(fname)
+            if not any(o.op in O.FILE_READER_OPS for o in ops):
+                continue
+            for o in ops:
+                if o.op in _IGNORE_ERRORS_OPS:
+                    log = bool(o.node_def is not None and "log_warning" in o.node_def.attr
+                               and o.node_def.attr["log_warning"].b)
+                    yield _ignore_errors_finding(ctx, node, log, function_display_name(fname))
