@@ -172,3 +172,18 @@ def test_plain_file_named_gz_is_not_a_tfrecord(tmp_path, cls_records):
     wrong = tmp_path / "w.tfrecord.gz"
     wrong.write_bytes(open(plain, "rb").read())
     assert [(f.kind, f.index, f.offset) for f in scan_file(wrong)] == [("not-a-tfrecord", 0, 0)]
+
+
+def test_resync_across_a_large_zeroed_region(tmp_path, cls_records):
+    # 9 MiB of zeros (a crash artefact) crosses the 8 MiB scan chunk boundary
+    path = str(tmp_path / "z.tfrecord")
+    head = open(write_shard(tmp_path / "a", cls_records[:2]).path, "rb").read()
+    tail = open(write_shard(tmp_path / "b", cls_records[2:]).path, "rb").read()
+    gap = (9 << 20) + 3
+    with open(path, "wb") as f:
+        f.write(head + b"\x00" * gap + tail)
+    findings = scan_file(path)
+    assert [(f.kind, f.offset, f.end) for f in findings] == \
+        [("corrupted-length", len(head), len(head) + gap)]
+    rep = salvage(path, tmp_path / "out.tfrecord")
+    assert _tf_records(rep.out.path) == cls_records and rep.bytes_lost == gap

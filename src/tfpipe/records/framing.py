@@ -345,13 +345,20 @@ def resync(mm: mmap.mmap | bytes, size: int, start: int) -> int | None:
     chunk = 8 << 20
     pos = start
     while pos <= size - FRAME_OVERHEAD:
-        end = min(size, pos + chunk + 8)
+        end = min(size, pos + chunk + 12)
         arr = np.frombuffer(mm, dtype=np.uint8, count=end - pos, offset=pos)
         z = arr == 0
-        n = len(arr) - 8
+        n = len(arr) - 12 if end < size else len(arr) - 8
         if n <= 0:
             break
-        cand = np.flatnonzero(z[5:5 + n] & z[6:6 + n] & z[7:7 + n])
+        top_zero = z[5:5 + n] & z[6:6 + n] & z[7:7 + n]
+        # An all-zero header is never valid (length 0 has a non-zero masked CRC),
+        # so zero-filled regions (a common crash artefact) cost no Python work.
+        zp = np.concatenate([z, np.zeros(12, bool)])  # past EOF counts as non-zero
+        all_zero = top_zero.copy()
+        for k in (0, 1, 2, 3, 4, 8, 9, 10, 11):
+            all_zero &= zp[k:k + n]
+        cand = np.flatnonzero(top_zero & ~all_zero)
         for c in cand:
             q = pos + int(c)
             if q > size - FRAME_OVERHEAD:
