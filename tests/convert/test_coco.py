@@ -59,6 +59,10 @@ def test_coco_round_trip(coco_src: Path, tmp_path: Path) -> None:
         total += len(anns)
     counts = m.settings["stats"]
     assert sum(v["boxes"] for v in counts.values()) == total
+    from tfpipe.records import verify
+
+    report = verify(tmp_path / "out", deep=True)  # decodes every image, checks boxes
+    assert report.ok, report.to_dict()
     assert all(v["boxes_clipped"] == v["boxes_dropped"] == 0 for v in counts.values())
 
 

@@ -35,7 +35,8 @@ def _summary(manifest: Any) -> dict[str, Any]:
 @click.option("--compression", type=click.Choice(["none", "gzip"]), default="none",
               show_default=True)
 @click.option("--workers", type=click.IntRange(min=1), default=None,
-              help="Processes writing shards [default: the CPUs this process may use]. "
+              help="Processes writing shards [default: the CPUs this process may use, "
+                   "at most one per 64 MiB of input]. "
                    "The output is byte-identical for any value.")
 @click.option("--on-error", type=click.Choice(["skip", "raise"]), default="skip",
               show_default=True, help="Bad inputs: skip and list them in the manifest, or stop.")

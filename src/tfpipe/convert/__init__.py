@@ -9,6 +9,7 @@ written as an independent unit of work, so the output is byte-identical for any
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Callable
 from pathlib import Path
@@ -72,6 +73,19 @@ def make_source(src: str | os.PathLike[str], format: str = "auto", *,
                       invalid_boxes=invalid_boxes)
 
 
+# A spawned worker costs ~0.3-0.6 s to start (imports) on the 2-vCPU dev machine,
+# about the time one process needs to convert 50-100 MB; below that, extra
+# processes only add start-up time (benchmarks/convert_bench.py, docs/performance.md).
+BYTES_PER_DEFAULT_WORKER = 64 << 20
+
+
+def default_workers(total_bytes: int) -> int:
+    """The CPUs this process may use, but no more than one per 64 MiB of input."""
+    from tfpipe.system import available_cpus
+
+    return max(1, min(available_cpus(), math.ceil(total_bytes / BYTES_PER_DEFAULT_WORKER)))
+
+
 def convert(src: str | os.PathLike[str], out: str | os.PathLike[str], *,
             format: str = "auto", split: str | dict[str, float] | None = None,
             shard_size: int | str = DEFAULT_SHARD_SIZE, compression: str | None = None,
@@ -86,8 +100,8 @@ def convert(src: str | os.PathLike[str], out: str | os.PathLike[str], *,
       Each input's split is a seeded hash of its key (relative path, row index,
       COCO image id), so it never changes when inputs are added.
     - shard_size: target bytes per shard (int or "256MB"); compression: None | "gzip".
-    - workers: processes writing shards (default: the CPUs this process may use);
-      the output is byte-identical for every value.
+    - workers: processes writing shards (default: the CPUs this process may use,
+      at most one per 64 MiB of input); the output is byte-identical for every value.
     - on_error: "skip" (list bad inputs in the manifest) or "raise" (InputError).
     - resume: keep shards of an interrupted run into `out` whose sha256 still matches.
     - image_column / label_column: tables only; images: COCO image directory
@@ -107,11 +121,8 @@ def convert(src: str | os.PathLike[str], out: str | os.PathLike[str], *,
         raise ConfigError(f"compression: {exc}") from None
     ratios = parse_split(split)
     size = parse_size(shard_size)
-    if workers is None:
-        from tfpipe.system import available_cpus
-
-        workers = available_cpus()
-    if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
+    if workers is not None and (isinstance(workers, bool) or not isinstance(workers, int)
+                                or workers < 1):
         raise ConfigError(f"workers must be an int >= 1, got {workers!r}")
 
     source = make_source(src, format, image_column=image_column, label_column=label_column,
@@ -121,6 +132,8 @@ def convert(src: str | os.PathLike[str], out: str | os.PathLike[str], *,
         item, reason = enumeration.bad[0]
         raise InputError(f"{item.label}: {reason}")
     plan = plan_shards(enumeration.items, ratios, seed, size)
+    if workers is None:
+        workers = default_workers(sum(it.size for it in enumeration.items))
     settings = {"split": ratios, "seed": seed, "shard_size": size, "on_error": on_error}
     return execute(source, enumeration, plan, out, settings=settings,
                    compression=compression, workers=workers, on_error=on_error,
