@@ -10,15 +10,18 @@ from typing import Any
 def resolve_config(config: Any, overrides: Sequence[str] = ()) -> Any:
     """Preset name / YAML path / loaded config object -> validated config object.
 
-    `overrides` are `key=value` strings, exactly what `--set` takes.
+    `overrides` are `key=value` strings, exactly what `--set` takes. A plain nested
+    dict of the YAML shape is passed through as is (tests, notebooks).
     """
+    if not isinstance(config, (str, Path)) and not overrides:
+        return config  # a Config model or a plain nested dict: build_pipeline reads both
     from tfpipe.config import load_config, parse_set_options
 
     parsed = parse_set_options(list(overrides)) if overrides else None
     if isinstance(config, (str, Path)):
         return load_config(str(config), parsed)
-    if not overrides:
-        return config
+    if hasattr(config, "model_dump"):  # a loaded Config: re-validate with the overrides
+        config = config.model_dump(mode="json")
     return load_config(config, parsed)
 
 

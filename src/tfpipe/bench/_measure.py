@@ -41,7 +41,6 @@ class Result:
     rss_delta_mb: float        # peak_rss_mb - rss_start_mb
     cpu_util: float            # process CPU time / wall / available_cpus, in [0, 1]
     available_cpus: int
-    epochs_started: int = 1    # >1 when the dataset ran out and was iterated again
 
     @property
     def mb_per_s(self) -> float:
@@ -125,28 +124,29 @@ def elements_in(element: Any, batched: bool) -> int:
 
 def measure(dataset: Any, warmup: int = 5, steps: int = 50, *,
             element_bytes: int | None = None, batched: bool = True,
-            restart: bool = True) -> Result:
+            repeat: bool = True) -> Result:
     """Iterate `dataset` for `warmup` + `steps` steps and time each `next()`.
 
     `batched`: elements per step are the leading dimension of the first tensor
     (False: one element per step). `element_bytes`: bytes per element, when
     known; otherwise bytes are summed from the tensors actually produced.
-    `restart`: when the dataset runs out before `warmup + steps`, start a new
-    iterator (the cost a training loop pays at each epoch boundary) rather than
-    stopping early; `Result.steps` always says how many steps were timed.
+    `repeat`: iterate `dataset.repeat()`, as a training loop with
+    `steps_per_epoch` does, so a dataset smaller than `warmup + steps` keeps
+    going (each new epoch re-fills its buffers inside the timed window, but the
+    iterator and its graph are built once, in the warm-up). With `repeat=False`
+    the measurement stops when the dataset ends; `Result.steps` says how many
+    steps were timed.
     """
     if steps < 1 or warmup < 0:
         raise ValueError(f"steps must be >= 1 and warmup >= 0, got steps={steps}, warmup={warmup}")
-
+    source = dataset.repeat() if repeat else dataset
     latencies: list[float] = []
     n_elements = 0
     n_bytes = 0
-    epochs = 1
     bookkeeping = 0.0  # time spent counting bytes, removed from the wall time
     with _RssSampler() as rss:
         t0 = time.perf_counter()
-        it = iter(dataset)
-        produced_this_epoch = 0
+        it = iter(source)
         step = 0
         t_start = t0
         cpu_start = time.process_time()
@@ -159,14 +159,8 @@ def measure(dataset: Any, warmup: int = 5, steps: int = 50, *,
             try:
                 element = next(it)
             except StopIteration:
-                if not restart or produced_this_epoch == 0:
-                    break
-                it = iter(dataset)
-                epochs += 1
-                produced_this_epoch = 0
-                element = next(it)
+                break
             dt = time.perf_counter() - t
-            produced_this_epoch += 1
             if step >= warmup:
                 tb = time.perf_counter()
                 latencies.append(dt)
@@ -196,5 +190,4 @@ def measure(dataset: Any, warmup: int = 5, steps: int = 50, *,
         rss_start_mb=rss.start_bytes / 2**20, peak_rss_mb=rss.peak_bytes / 2**20,
         rss_delta_mb=(rss.peak_bytes - rss.start_bytes) / 2**20,
         cpu_util=min(1.0, (cpu_end - cpu_start) / wall / cpus), available_cpus=cpus,
-        epochs_started=epochs,
     )

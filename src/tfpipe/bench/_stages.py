@@ -59,15 +59,23 @@ class StageReport:
 
 def report_from_datasets(stages: Sequence[tuple[str, Any]], *, steps: int = 20,
                          warmup: int = 3, batch_size: int | None = None) -> StageReport:
-    """Measure each (name, prefix dataset). Unbatched prefixes run `steps * batch_size`
-    elements so that every prefix processes about the same number of images."""
+    """Measure each (name, prefix dataset) for `steps` batches' worth of elements.
+
+    Unbatched prefixes are followed by a map to a constant and a batch of
+    `batch_size`, so Python's per-`next()` overhead is paid per batch as for the
+    full pipeline (tf.data runs every upstream map whether or not its output is
+    used). Every prefix is repeated (`measure(repeat=True)`).
+    """
+    import tensorflow as tf
+
     if not stages:
         raise ValueError("no stages to measure")
     measured: list[tuple[str, Result]] = []
     for name, ds in stages:
         batched = name.split(":")[0] in _BATCHED_STAGES
-        scale = 1 if batched or not batch_size else batch_size
-        r = measure(ds, warmup=warmup * scale, steps=steps * scale, batched=batched)
+        if not batched:
+            ds = ds.map(lambda *e: tf.zeros([], tf.int8)).batch(batch_size or 1)
+        r = measure(ds, warmup=warmup, steps=steps, batched=True)
         measured.append((name, r))
     out = StageReport()
     prev_us = 0.0
@@ -90,5 +98,7 @@ def stage_report(config: Any, steps: int = 20, *, warmup: int = 3,
 
     cfg = resolve_config(config, overrides)
     stages = build_stages(cfg, split=split, epoch=epoch)
-    batch_size = int(cfg.pipeline.batch_size)
+    from tfpipe.pipeline import settings
+
+    batch_size = settings(cfg).batch_size
     return report_from_datasets(stages, steps=steps, warmup=warmup, batch_size=batch_size)

@@ -50,62 +50,36 @@ class NaiveSpec:
 
     @classmethod
     def from_config(cls, cfg: Any, split: str = "train") -> NaiveSpec:
-        """Read the fields from a loaded tfpipe config (attribute access)."""
-        data, pipe, aug = cfg.data, cfg.pipeline, cfg.augment
+        """The fields of a tfpipe config (Config model or plain nested dict)."""
+        from tfpipe.pipeline import settings
+
+        s = settings(cfg)
         train = split == "train"
-        geometry = _ops(getattr(aug, "geometry", None)) if train else {}
-        pixel = _ops(getattr(aug, "pixel", None)) if train else {}
-        batch_ops = _ops(getattr(aug, "batch", None)) if train else {}
+        geometry = {op.name: op for op in s.active("geometry")} if train else {}
+        pixel = {op.name: op for op in s.active("pixel")} if train else {}
+        batch_ops = {op.name: op for op in s.active("batch")} if train else {}
         rrc = geometry.pop("random_resized_crop", None)
         flip = geometry.pop("flip", None)
         bright = pixel.pop("brightness", None)
         contrast = pixel.pop("contrast", None)
         sat = pixel.pop("saturation", None)
         skipped = tuple(list(geometry) + list(pixel) + list(batch_ops))
-        mixing = bool(batch_ops)
-        norm = getattr(data, "normalize", None)
-        mean = tuple(_get(norm, "mean", IMAGENET_MEAN)) if norm is not None else (0.0,) * data.channels
-        std = tuple(_get(norm, "std", IMAGENET_STD)) if norm is not None else (1.0,) * data.channels
-        flip_h = flip is not None and bool(_get(flip, "horizontal", True))
+        flip_h = flip is not None and bool(flip.params.get("horizontal", True))
         return cls(
-            image_size=tuple(data.image_size), channels=int(data.channels),
-            batch_size=int(pipe.batch_size), drop_remainder=bool(pipe.drop_remainder),
-            shuffle_buffer=int(pipe.shuffle_buffer) if train else 0, seed=int(cfg.seed),
-            scale=tuple(_get(rrc, "scale", (0.08, 1.0))) if rrc is not None else None,
-            ratio=tuple(_get(rrc, "ratio", (0.75, 4 / 3))) if rrc is not None else (0.75, 4 / 3),
-            flip_p=float(_get(flip, "p", 0.5)) if flip_h else 0.0,
-            brightness=float(_get(bright, "max_delta", 0.4)) if bright is not None else None,
-            contrast=(float(_get(contrast, "lower", 0.6)), float(_get(contrast, "upper", 1.4)))
-            if contrast is not None else None,
-            saturation=(float(_get(sat, "lower", 0.6)), float(_get(sat, "upper", 1.4)))
-            if sat is not None else None,
-            mean=mean, std=std, output_dtype=str(data.output_dtype),
-            one_hot=str(getattr(data, "label_format", "index")) == "one_hot" or mixing,
-            num_classes=getattr(data, "num_classes", None),
-            not_reproduced=skipped,
+            image_size=s.image_size, channels=s.channels, batch_size=s.batch_size,
+            drop_remainder=s.drop_remainder if train else False,
+            shuffle_buffer=s.shuffle_buffer if train else 0, seed=s.seed,
+            scale=tuple(rrc.params.get("scale", (0.08, 1.0))) if rrc else None,
+            ratio=tuple(rrc.params.get("ratio", (0.75, 4 / 3))) if rrc else (0.75, 4 / 3),
+            flip_p=flip.p if flip_h else 0.0,
+            brightness=float(bright.params.get("max_delta", 0.4)) if bright else None,
+            contrast=(float(contrast.params.get("lower", 0.6)),
+                      float(contrast.params.get("upper", 1.4))) if contrast else None,
+            saturation=(float(sat.params.get("lower", 0.6)),
+                        float(sat.params.get("upper", 1.4))) if sat else None,
+            mean=s.mean, std=s.std, output_dtype=s.output_dtype,
+            one_hot=s.one_hot, num_classes=s.num_classes, not_reproduced=skipped,
         )
-
-
-def _get(obj: Any, name: str, default: Any) -> Any:
-    if obj is None:
-        return default
-    if isinstance(obj, dict):
-        return obj.get(name, default)
-    return getattr(obj, name, default)
-
-
-def _ops(section: Any) -> dict[str, Any]:
-    """Enabled ops of an augment section (mapping op-name -> params), in order."""
-    if section is None:
-        return {}
-    if hasattr(section, "model_dump"):
-        items = section.model_dump(exclude_none=True)
-        items = {k: v for k, v in items.items() if isinstance(v, dict)}
-    elif isinstance(section, dict):
-        items = dict(section)
-    else:
-        items = dict(getattr(section, "items", lambda: [])())
-    return {k: v for k, v in items.items() if v is not None and _get(v, "enabled", True)}
 
 
 # --------------------------------------------------------------------------- reading
@@ -279,11 +253,20 @@ def naive_from_config(config: Any, overrides: Sequence[str] = (), split: str = "
     from tfpipe.bench._build import resolve_config
 
     cfg = resolve_config(config, overrides)
-    files, compression = shard_files(str(cfg.data.path), split)
+    files, compression = shard_files(_data_path(cfg), split)
     spec = NaiveSpec.from_config(cfg, split)
     if spec.one_hot and not spec.num_classes:
         spec = _with_num_classes(spec, cfg, split)
     return naive_pipeline(files, spec, compression=compression, backend=backend), spec
+
+
+def _data_path(cfg: Any) -> str:
+    from tfpipe.pipeline import settings
+
+    path = settings(cfg).data_path
+    if not path:
+        raise ValueError("data.path is not set: give the converted dataset, e.g. --set data.path=DIR")
+    return path
 
 
 def _with_num_classes(spec: NaiveSpec, cfg: Any, split: str) -> NaiveSpec:
@@ -291,7 +274,7 @@ def _with_num_classes(spec: NaiveSpec, cfg: Any, split: str) -> NaiveSpec:
 
     from tfpipe.records import open_source
 
-    manifest = open_source(str(cfg.data.path), split=split).manifest
+    manifest = open_source(_data_path(cfg), split=split).manifest
     n = len(getattr(manifest, "class_names", None) or []) if manifest is not None else 0
     if not n:
         raise ValueError("one-hot labels need data.num_classes (no class names in the manifest)")

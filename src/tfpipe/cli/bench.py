@@ -13,14 +13,20 @@ def _fmt(v: float, digits: int = 1) -> str:
     return f"{v:,.{digits}f}"
 
 
-def _result_rows(name: str, r: Any) -> list[str]:
-    return [name, _fmt(r.elements_per_s), _fmt(r.batches_per_s, 2), _fmt(r.mb_per_s),
-            _fmt(r.p50_ms, 2), _fmt(r.p90_ms, 2), _fmt(r.p99_ms, 2), _fmt(r.peak_rss_mb, 0),
-            f"{r.rss_delta_mb:+,.0f}", f"{r.cpu_util:.0%}", str(r.steps)]
+_METRICS = [("elements/s", lambda r: _fmt(r.elements_per_s)),
+            ("batches/s", lambda r: _fmt(r.batches_per_s, 2)),
+            ("MB/s", lambda r: _fmt(r.mb_per_s)),
+            ("latency p50 / p90 / p99 ms",
+             lambda r: f"{r.p50_ms:,.2f} / {r.p90_ms:,.2f} / {r.p99_ms:,.2f}"),
+            ("peak RSS MB (delta)", lambda r: f"{r.peak_rss_mb:,.0f} ({r.rss_delta_mb:+,.0f})"),
+            ("CPU (of available)", lambda r: f"{r.cpu_util:.0%} of {r.available_cpus}"),
+            ("timed steps / warm-up", lambda r: f"{r.steps} / {r.warmup}"),
+            ("warm-up time s (excluded)", lambda r: f"{r.warmup_s:,.2f}")]
 
 
-_RESULT_COLUMNS = ["pipeline", "elements/s", "batches/s", "MB/s", "p50 ms", "p90 ms", "p99 ms",
-                   "peak RSS MB", "RSS delta MB", "CPU", "steps"]
+def _results_table(title: str, named: list[tuple[str, Any]]) -> Any:
+    return _table(title, ["metric"] + [n for n, _ in named],
+                  [[m] + [f(r) for _, r in named] for m, f in _METRICS])
 
 
 def _table(title: str, columns: list[str], rows: list[list[str]]) -> Any:
@@ -124,7 +130,7 @@ def _run(config: str, sets: list[str], split: str, steps: int, warmup: int, stag
 
     dataset = build_from(cfg, split=split)
     result = bench.measure(dataset, warmup=warmup, steps=steps)
-    rows = [_result_rows(f"tfpipe ({split})", result)]
+    named = [(f"tfpipe ({split})", result)]
     out["result"] = result.to_dict()
     if baseline == "naive":
         from tfpipe.bench.baselines import naive_from_config
@@ -137,14 +143,13 @@ def _run(config: str, sets: list[str], split: str, steps: int, warmup: int, stag
         slow = max(theirs, key=lambda r: r.elements_per_s)
         ratio_lo = min(o.elements_per_s / t.elements_per_s for o, t in zip(ours, theirs))
         ratio_hi = max(o.elements_per_s / t.elements_per_s for o, t in zip(ours, theirs))
-        rows = [_result_rows(f"tfpipe ({split})", result),
-                _result_rows("naive (cv2 in tf.py_function, npc=8)", slow)]
+        named = [(f"tfpipe ({split})", result), ("naive: cv2 in py_function", slow)]
         out["result"] = result.to_dict()
         out["baseline"] = {"kind": "naive", "result": slow.to_dict(),
                            "speedup_range": [ratio_lo, ratio_hi],
                            "not_reproduced": list(spec.not_reproduced)}
-    show(_table(f"{config}: {split} pipeline, {steps} steps after {warmup} warm-up",
-                _RESULT_COLUMNS, rows))
+    show(_results_table(f"{config}: {split} pipeline, {steps} steps after {warmup} warm-up",
+                        named))
     if baseline == "naive":
         lo, hi = out["baseline"]["speedup_range"]
         show(f"tfpipe / naive: {lo:.2f}x-{hi:.2f}x elements/s (2 alternating rounds)")

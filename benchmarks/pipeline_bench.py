@@ -1,0 +1,121 @@
+"""Side by side: the tfpipe imagenet train pipeline vs the common ways to write it.
+
+One process, the same shards, batch 64 of 224x224x3 float32, the same
+augmentation (random-resized crop, horizontal flip, brightness/contrast,
+normalize). Variants are measured in alternating rounds; each figure is
+images/s and its ratio to full `decode_jpeg` measured in the same round.
+
+    .venv/bin/python benchmarks/pipeline_bench.py --images 1500 --rounds 2 --steps 10
+
+Data: JPEGs (q90, about 460x390) cut from the photos bundled with scikit-image /
+scikit-learn (`tfpipe.sample_data`), converted with `tfpipe.convert.convert`
+into 4 shards. Reuse with --data DIR (a converted dataset).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+
+def make_data(root: Path, images: int, seed: int = 0) -> Path:
+    """Image folder -> converted shards (train split only) under root/data."""
+    from tfpipe.sample_data import make_image_folder
+
+    data = root / "data"
+    if (data / "manifest.json").exists():
+        return data
+    classes = 10
+    folder = make_image_folder(root / "raw", num_classes=classes,
+                               per_class=-(-images // classes), seed=seed,
+                               png_fraction=0.0, gray_fraction=0.0)
+    from tfpipe.convert import convert
+
+    total = sum(f.stat().st_size for f in folder.rglob("*.jpg"))
+    convert(str(folder), str(data), split="train=1.0", shard_size=total // 4 + 1, seed=seed)
+    return data
+
+
+def variants(data: Path, batch: int):
+    """name -> zero-argument builder of a fresh dataset."""
+    from tfpipe import build_pipeline, load_config
+    from tfpipe.bench import baselines as B
+    from tfpipe.config import parse_set_options
+
+    files, _ = B.shard_files(str(data), "train")
+    cfg = load_config("imagenet", parse_set_options([f"data.path={data}",
+                                                     f"pipeline.batch_size={batch}"]))
+    return {
+        "tfpipe imagenet (build_pipeline)": lambda: build_pipeline(cfg, "train"),
+        "cv2 in tf.py_function, npc=8": lambda: B.cv2_py_function(files, batch),
+        "albumentations via tf.numpy_function, npc=8": lambda: B.albumentations_numpy_function(files, batch),
+        "per-sample tf.image": lambda: B.tf_image_per_sample(files, batch),
+        "Keras preprocessing layers (per sample)": lambda: B.keras_layers(files, batch),
+        "decode-and-crop only": lambda: B.decode_only(files, batch, crop=True),
+        "decode only (full decode_jpeg)": lambda: B.decode_only(files, batch),
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--images", type=int, default=1500)
+    p.add_argument("--rounds", type=int, default=2)
+    p.add_argument("--steps", type=int, default=10, help="timed batches per variant and round")
+    p.add_argument("--warmup", type=int, default=2)
+    p.add_argument("--batch", type=int, default=64)
+    p.add_argument("--data", type=Path, help="an existing converted dataset dir")
+    p.add_argument("--work", type=Path, help="where to build the sample data (default: a temp dir)")
+    args = p.parse_args(argv)
+
+    from tfpipe.bench import measure
+    from tfpipe.system import available_cpus
+
+    t0 = time.time()
+    tmp = None
+    if args.data is None:
+        if args.work is None:
+            tmp = tempfile.TemporaryDirectory(prefix="tfpipe-bench-")
+            args.work = Path(tmp.name)
+        args.data = make_data(args.work, args.images)
+    print(f"data: {args.data}  cpus: {available_cpus()}  (data ready in {time.time() - t0:.0f}s)",
+          flush=True)
+    builders = variants(args.data, args.batch)
+    names = list(builders)
+    rates: dict[str, list[float]] = {n: [] for n in names}
+    ratios: dict[str, list[float]] = {n: [] for n in names}
+    ref = "decode only (full decode_jpeg)"
+    for rnd in range(args.rounds):
+        # Alternate the order each round so drift does not favour one end of the list.
+        order = names if rnd % 2 == 0 else list(reversed(names))
+        this_round: dict[str, float] = {}
+        for name in order:
+            r = measure(builders[name](), warmup=args.warmup, steps=args.steps)
+            this_round[name] = r.elements_per_s
+            rates[name].append(r.elements_per_s)
+            print(f"round {rnd + 1}: {name:46s} {r.elements_per_s:8.1f} images/s", flush=True)
+        for name in names:
+            ratios[name].append(this_round[name] / this_round[ref])
+
+    print()
+    print(f"| variant | images/s (median, range over {args.rounds} rounds) | x decode-only (range) |")
+    print("|---|---|---|")
+    for name in names:
+        med = statistics.median(rates[name])
+        lo, hi = min(rates[name]), max(rates[name])
+        rlo, rhi = min(ratios[name]), max(ratios[name])
+        print(f"| {name} | {med:,.0f} ({lo:,.0f}-{hi:,.0f}) | {rlo:.2f}-{rhi:.2f} |")
+    print(f"\ntotal {time.time() - t0:.0f}s")
+    if tmp is not None:
+        tmp.cleanup()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

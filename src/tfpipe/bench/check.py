@@ -1,0 +1,473 @@
+"""Pre-flight checklist: things to know before starting a long training run.
+
+Each check is a function `(ctx) -> CheckResult(name, passed, detail)`; `run_checks`
+runs them in order over a few batches of the configured pipeline. docs/check.md
+says what each one checks, why, and with which tolerance.
+
+`builder` is the hook that builds a pipeline (default `tfpipe.build_pipeline`);
+tests pass a deliberately broken one to see the checks fail.
+"""
+
+from __future__ import annotations
+
+import math
+import shutil
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+Builder = Callable[..., Any]
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    name: str
+    passed: bool
+    detail: str
+    skipped: bool = False   # not applicable to this config (counts as passed)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "passed": self.passed, "skipped": self.skipped,
+                "detail": self.detail}
+
+
+@dataclass
+class Context:
+    """What the checks share: the config, its settings, and cached batches."""
+
+    config: Any
+    settings: Any
+    builder: Builder
+    batches: int = 3
+    _first: list[dict[str, np.ndarray]] | None = field(default=None, repr=False)
+    peak_rss_delta_mb: float = 0.0
+
+    def build(self, config: Any = None, split: str = "train", epoch: int = 0,
+              worker: Any = None, **kw: Any) -> Any:
+        return self.builder(self.config if config is None else config, split=split,
+                            epoch=epoch, worker=worker, **kw)
+
+    def first_batches(self) -> list[dict[str, np.ndarray]]:
+        """`batches` batches of a first build (reused by several checks), RSS tracked."""
+        if self._first is None:
+            from tfpipe.bench._measure import _RssSampler
+
+            with _RssSampler() as rss:
+                self._first = take(self.build(), self.batches)
+            self.peak_rss_delta_mb = (rss.peak_bytes - rss.start_bytes) / 2**20
+        return self._first
+
+    def variant(self, overrides: Sequence[str]) -> Any:
+        """The config with `key=value` overrides (validated like `--set`)."""
+        from tfpipe.bench._build import resolve_config
+
+        return resolve_config(self.config, overrides)
+
+
+def default_builder(config: Any, split: str = "train", epoch: int = 0, worker: Any = None,
+                    **kw: Any) -> Any:
+    from tfpipe.pipeline import build_pipeline
+
+    return build_pipeline(config, split=split, epoch=epoch, worker=worker, **kw)
+
+
+def take(dataset: Any, n: int | None) -> list[dict[str, np.ndarray]]:
+    """Up to n batches (all when n is None) as dicts of NumPy arrays."""
+    out = []
+    for i, batch in enumerate(dataset):
+        if n is not None and i >= n:
+            break
+        if isinstance(batch, (tuple, list)):
+            batch = {"image": batch[0], "label": batch[1]}
+        out.append({k: np.asarray(v) for k, v in batch.items()})
+    return out
+
+
+def _bits(a: np.ndarray) -> bytes:
+    return np.ascontiguousarray(a).tobytes()
+
+
+def diff_batches(a: list[dict[str, np.ndarray]], b: list[dict[str, np.ndarray]]) -> str | None:
+    """None when bit-identical; else where the first difference is and how big."""
+    if len(a) != len(b):
+        return f"the builds gave {len(a)} and {len(b)} batches"
+    for i, (x, y) in enumerate(zip(a, b)):
+        if sorted(x) != sorted(y):
+            return f"batch {i}: keys differ: {sorted(x)} vs {sorted(y)}"
+        for key in sorted(x):
+            u, v = x[key], y[key]
+            if u.shape != v.shape or u.dtype != v.dtype:
+                return (f"batch {i}, key {key!r}: {u.dtype}{list(u.shape)} vs "
+                        f"{v.dtype}{list(v.shape)}")
+            if _bits(u) != _bits(v):
+                if u.dtype.kind in "fiub":
+                    d = np.abs(u.astype(np.float64) - v.astype(np.float64))
+                    differ = int(np.count_nonzero(u != v))
+                    return (f"batch {i}, key {key!r}: {differ} of {u.size} elements differ, "
+                            f"max abs diff {float(np.nanmax(d)):.6g}")
+                return f"batch {i}, key {key!r}: values differ"
+    return None
+
+
+# ---------------------------------------------------------------------------- checks
+
+def check_reproducible(ctx: Context) -> CheckResult:
+    name = "reproducible"
+    first = ctx.first_batches()
+    second = take(ctx.build(), ctx.batches)
+    problem = diff_batches(first, second)
+    if problem:
+        return CheckResult(name, False, f"two builds with seed {ctx.settings.seed} differ: "
+                           f"{problem}. Look for stateful random ops (tfpipe doctor) or "
+                           "unseeded shuffles.")
+    return CheckResult(name, True, f"two builds, seed {ctx.settings.seed}: {len(first)} "
+                       "batches bit-identical")
+
+
+def check_dtypes_shapes(ctx: Context) -> CheckResult:
+    name = "dtypes and shapes"
+    s = ctx.settings
+    problems = []
+    h, w = s.image_size
+    batches = ctx.first_batches()
+    if not batches:
+        return CheckResult(name, False, "the pipeline produced no batch")
+    want_image = np.dtype(s.output_dtype)
+    for i, b in enumerate(batches):
+        img = b.get("image")
+        if img is None:
+            problems.append(f"batch {i}: no 'image' key (keys: {sorted(b)})")
+            continue
+        if img.dtype != want_image:
+            problems.append(f"batch {i}: image dtype {img.dtype}, configured {want_image}")
+        n = img.shape[0]
+        if list(img.shape[1:]) != [h, w, s.channels]:
+            problems.append(f"batch {i}: image shape {list(img.shape)}, want [B, {h}, {w}, "
+                            f"{s.channels}]")
+        if s.drop_remainder and n != s.batch_size:
+            problems.append(f"batch {i}: {n} images, pipeline.batch_size={s.batch_size}")
+        if img.dtype.kind == "f" and not np.isfinite(img).all():
+            problems.append(f"batch {i}: image has NaN/Inf")
+        label = b.get("label")
+        if label is None:
+            problems.append(f"batch {i}: no 'label' key")
+        elif s.task == "classification":
+            if s.one_hot:
+                if label.dtype != np.float32 or label.ndim != 2 or label.shape[0] != n:
+                    problems.append(f"batch {i}: one-hot label {label.dtype}{list(label.shape)}, "
+                                    f"want float32 [{n}, num_classes]")
+            elif label.dtype != np.int64 or list(label.shape) != [n]:
+                problems.append(f"batch {i}: label {label.dtype}{list(label.shape)}, "
+                                f"want int64 [{n}]")
+        if s.task == "detection":
+            for key, shape in (("boxes", [n, s.max_boxes, 4]), ("classes", [n, s.max_boxes]),
+                               ("num_boxes", [n])):
+                if key not in b:
+                    problems.append(f"batch {i}: no {key!r} key")
+                elif list(b[key].shape) != shape:
+                    problems.append(f"batch {i}: {key} shape {list(b[key].shape)}, want {shape}")
+    if problems:
+        return CheckResult(name, False, "; ".join(problems[:5]))
+    b = batches[0]
+    desc = ", ".join(f"{k} {v.dtype}{list(v.shape)}" for k, v in sorted(b.items()))
+    return CheckResult(name, True, desc)
+
+
+def check_labels(ctx: Context) -> CheckResult:
+    name = "labels"
+    s = ctx.settings
+    if s.task != "classification":
+        return CheckResult(name, True, "detection: classes checked with shapes", skipped=True)
+    mixing = [op.name for op in s.active("batch") if op.name in ("mixup", "cutmix")]
+    problems = []
+    for i, b in enumerate(ctx.first_batches()):
+        y = b.get("label")
+        if y is None:
+            continue
+        if y.ndim == 2:
+            sums = y.astype(np.float64).sum(axis=1)
+            bad = np.abs(sums - 1.0) > 1e-5
+            if bad.any():
+                j = int(np.argmax(bad))
+                problems.append(f"batch {i}, row {j}: label sums to {sums[j]:.6f} (want 1 "
+                                f"+- 1e-5)")
+            if (y < -1e-6).any() or (y > 1 + 1e-6).any():
+                problems.append(f"batch {i}: label values outside [0, 1]")
+            if not mixing and not np.isin(y, (0.0, 1.0)).all():
+                problems.append(f"batch {i}: one-hot labels are not 0/1 without mixup/cutmix")
+        else:
+            n = s.num_classes
+            if (y < 0).any() or (n is not None and (y >= n).any()):
+                problems.append(f"batch {i}: labels outside [0, {n}): {sorted(set(y.tolist()))[:8]}")
+    if problems:
+        return CheckResult(name, False, "; ".join(problems[:5]))
+    if mixing:
+        return CheckResult(name, True, f"{'+'.join(mixing)} on: every label row sums to 1 "
+                           "(+- 1e-5), values in [0, 1]")
+    return CheckResult(name, True, "labels valid (one-hot rows sum to 1 / indices in range)")
+
+
+def _ram_budget_mb(s: Any) -> float:
+    from tfpipe.system import available_memory_bytes
+
+    if s.ram_budget_mb:
+        return float(s.ram_budget_mb)
+    return available_memory_bytes() / 2**20 / 2
+
+
+def check_memory(ctx: Context) -> CheckResult:
+    name = "memory"
+    s = ctx.settings
+    budget = _ram_budget_mb(s)
+    ctx.first_batches()
+    measured = ctx.peak_rss_delta_mb
+    mean_record, num_records = _record_stats(s)
+    # the buffer never holds more than the dataset (per epoch)
+    held = min(s.shuffle_buffer, num_records) if num_records else s.shuffle_buffer
+    shuffle_mb = held * mean_record / 2**20
+    batch = ctx.first_batches()[0]
+    batch_mb = sum(v.nbytes for v in batch.values()) / 2**20
+    # in flight: the shuffle buffer of records, plus about (prefetch + parallel batches)
+    # decoded batches; AUTOTUNE depths are counted as the CPUs this process may use.
+    from tfpipe.system import available_cpus
+
+    depth = (s.prefetch if s.prefetch > 0 else available_cpus()) + 2
+    estimate = shuffle_mb + depth * batch_mb
+    detail = (f"RSS grew {measured:,.0f} MB over {ctx.batches} batches; steady-state estimate "
+              f"{estimate:,.0f} MB (shuffle buffer {held} x {mean_record / 1024:,.0f} KB "
+              f"records = {shuffle_mb:,.0f} MB + {depth} x {batch_mb:,.1f} MB batches); "
+              f"budget {budget:,.0f} MB")
+    worst = max(measured, estimate)
+    if worst > budget:
+        return CheckResult(name, False, detail + ": over budget; lower pipeline.shuffle_buffer "
+                           "/ prefetch / batch_size or raise pipeline.ram_budget_mb")
+    return CheckResult(name, True, detail)
+
+
+def _record_stats(s: Any) -> tuple[float, int]:
+    """(mean serialized record bytes, records) of the train split; (0, 0) if unknown."""
+    try:
+        from tfpipe.records import open_source
+
+        src = open_source(s.data_path, split="train")
+        n = int(src.num_records or 0)
+        size = sum(Path(f).stat().st_size for f in src.files)
+        return (size / n if n else 0.0), n
+    except Exception:  # noqa: BLE001 - the estimate is advisory; the measured RSS still counts
+        return 0.0, 0
+
+
+def _with_image_bytes(record: bytes, data: bytes) -> bytes:
+    import tensorflow as tf
+
+    ex = tf.train.Example.FromString(record)
+    ex.features.feature["image/encoded"].bytes_list.value[:] = [data]
+    return ex.SerializeToString()
+
+
+def check_bad_input(ctx: Context) -> CheckResult:
+    """Copy a few records into two temp shards: one undecodable image (shard 0) and one
+    frame with a damaged payload CRC (shard 1); run under on_error=skip."""
+    name = "bad input (on_error: skip)"
+    s = ctx.settings
+    from tfpipe.pipeline import reset_skipped_counts, skipped_counts
+    from tfpipe.records import Manifest, ShardEntry, SplitInfo, iter_frames, open_source
+    from tfpipe.records.writer import shard_name, write_shard
+
+    src = open_source(s.data_path, split="train")
+    records: list[bytes] = []
+    for f in src.files:  # the copies are written uncompressed whatever the source
+        for _, _, data in iter_frames(f):
+            records.append(bytes(data))
+            if len(records) >= 16:
+                break
+        if len(records) >= 16:
+            break
+    if len(records) < 6:
+        return CheckResult(name, True, f"only {len(records)} records: too few to test",
+                           skipped=True)
+    half = len(records) // 2
+    shard_a = records[:half]
+    shard_a[1] = _with_image_bytes(shard_a[1], b"this is not an image")
+    shard_b = records[half:]
+    damaged = len(shard_b) // 2
+    tmp = Path(tempfile.mkdtemp(prefix="tfpipe-check-"))
+    try:
+        entries = []
+        for i, recs in enumerate((shard_a, shard_b)):
+            info = write_shard(str(tmp / shard_name("train", i, 2, None)), recs)
+            entries.append(ShardEntry.from_info(info, tmp))
+        # Flip one payload byte of record `damaged` in shard 1: the length stays valid,
+        # the data CRC does not (framing: 8 length + 4 crc, data, 4 crc per record).
+        path_b = tmp / shard_name("train", 1, 2, None)
+        raw = bytearray(path_b.read_bytes())
+        offset = sum(16 + len(r) for r in shard_b[:damaged]) + 12 + len(shard_b[damaged]) // 2
+        raw[offset] ^= 0xFF
+        path_b.write_bytes(bytes(raw))
+        manifest = src.manifest or Manifest(schema=src.schema)
+        Manifest(schema=manifest.schema, splits={"train": SplitInfo(shards=entries)},
+                 class_names=list(manifest.class_names)).save(tmp)
+        # the damaged shard's sha256 in the manifest is the undamaged one, like real bit rot
+        cfg = ctx.variant([f"data.path={tmp}", "pipeline.on_error=skip",
+                           "pipeline.batch_size=1", "pipeline.drop_remainder=false",
+                           "pipeline.shuffle_buffer=1"] + _num_classes_override(ctx, src))
+        reset_skipped_counts()
+        try:
+            got = sum(b["image"].shape[0] for b in take(ctx.build(cfg), None))
+        except Exception as exc:  # noqa: BLE001 - the check reports any death
+            return CheckResult(name, False, f"the pipeline died: {type(exc).__name__}: "
+                               f"{str(exc).splitlines()[0][:200]}")
+        counts = skipped_counts()
+        counted = sum(counts.values())
+        readable = len(records) - 2          # every record but the two damaged ones
+        lost_after_frame = len(shard_b) - damaged - 1
+        want_min = readable - lost_after_frame
+        detail = (f"{len(records)} records in 2 shards, 1 undecodable image + 1 damaged frame: "
+                  f"{got} delivered, {counted} counted as skipped")
+        if counted < 1:
+            return CheckResult(name, False, detail + "; the undecodable image was not counted "
+                               "(tfpipe.pipeline.skipped_counts())")
+        if got < want_min:
+            return CheckResult(name, False, detail + f"; expected at least {want_min}")
+        if got < readable:
+            detail += (f"; the {readable - got} readable records after the damaged frame were "
+                       "dropped with the rest of that shard (tf.data cannot resync; "
+                       "`tfpipe verify --salvage` recovers them)")
+        return CheckResult(name, True, detail)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _num_classes_override(ctx: Context, src: Any) -> list[str]:
+    n = ctx.settings.num_classes
+    if n is None and src.manifest is not None and src.manifest.class_names:
+        n = len(src.manifest.class_names)
+    return [f"data.num_classes={n}"] if n else []
+
+
+def _image_hashes(batches: list[dict[str, np.ndarray]]) -> list[bytes]:
+    import hashlib
+
+    return [hashlib.sha1(_bits(img)).digest() for b in batches for img in b["image"]]
+
+
+def check_workers(ctx: Context) -> CheckResult:
+    """Worker 0/2 and 1/2: disjoint samples (image hashes with augmentation off),
+    together all of them, and disjoint sample indices (hence sample seeds)."""
+    name = "two workers"
+    s = ctx.settings
+    plain = ctx.variant(["augment.enable_rate=0", "pipeline.drop_remainder=false"])
+    try:
+        w0 = take(ctx.build(plain, worker=(0, 2)), None)
+        w1 = take(ctx.build(plain, worker=(1, 2)), None)
+        everything = take(ctx.build(plain), None)
+    except Exception as exc:  # noqa: BLE001
+        return CheckResult(name, False, f"building per-worker pipelines failed: "
+                           f"{type(exc).__name__}: {str(exc).splitlines()[0][:200]}")
+    h0, h1, hall = _image_hashes(w0), _image_hashes(w1), _image_hashes(everything)
+    shared = set(h0) & set(h1)
+    problems = []
+    if shared:
+        problems.append(f"{len(shared)} images delivered to both workers")
+    if sorted(h0 + h1) != sorted(hall):
+        problems.append(f"workers together gave {len(h0) + len(h1)} images, one worker alone "
+                        f"{len(hall)} (not the same multiset)")
+    seed_note = ""
+    try:
+        a = take(ctx.build(worker=(0, 2), keep_index=True), ctx.batches)
+        b = take(ctx.build(worker=(1, 2), keep_index=True), ctx.batches)
+        i0 = {int(i) for x in a for i in x["index"]}
+        i1 = {int(i) for x in b for i in x["index"]}
+        if i0 & i1:
+            problems.append(f"sample indices (seed inputs) shared: {sorted(i0 & i1)[:5]}")
+        else:
+            seed_note = f"; sample indices disjoint over {ctx.batches} augmented batches each"
+        if a and b and _bits(a[0]["image"]) == _bits(b[0]["image"]):
+            problems.append("first augmented batches identical")
+    except TypeError:
+        seed_note = "; (builder has no keep_index: seed disjointness not checked)"
+    if problems:
+        return CheckResult(name, False, "; ".join(problems))
+    return CheckResult(name, True, f"worker 0/2: {len(h0)} images, 1/2: {len(h1)}, disjoint, "
+                       f"together = all {len(hall)} (augmentation off){seed_note}")
+
+
+def check_enable_rate(ctx: Context) -> CheckResult:
+    """Batches that differ from the same pipeline with augmentation off are the augmented
+    ones; their fraction must be within 3 sigma (binomial) + 1 batch of enable_rate."""
+    name = "enable_rate"
+    s = ctx.settings
+    rate = s.enable_rate
+    ops = s.active("geometry") + s.active("pixel") + s.active("batch")
+    if not ops:
+        return CheckResult(name, True, "no augmentation configured", skipped=True)
+    # Small batches: more coin draws per epoch. A rate of exactly 0 or 1 has no
+    # variance, so a few batches decide it; other rates get up to 48 draws.
+    small = ["pipeline.batch_size=2", "pipeline.drop_remainder=true"]
+    on = ctx.variant(small)
+    off = ctx.variant(small + ["augment.enable_rate=0"])
+    want = 8 if rate in (0.0, 1.0) else 48
+    augmented = total = 0
+    epoch = 0
+    deadline = time.monotonic() + 60
+    while total < want and epoch < 6 and time.monotonic() < deadline:
+        a = take(ctx.build(on, epoch=epoch), want - total)
+        b = take(ctx.build(off, epoch=epoch), len(a))
+        if not a:
+            break
+        for x, y in zip(a, b):
+            total += 1
+            augmented += _bits(x["image"]) != _bits(y["image"])
+        epoch += 1
+    if total == 0:
+        return CheckResult(name, False, "no batches")
+    expected = rate * total
+    tol = 3 * math.sqrt(total * rate * (1 - rate)) + 1
+    detail = (f"{augmented} of {total} batches augmented, enable_rate {rate} expects "
+              f"{expected:.1f} +- {tol:.1f} (3 sigma binomial + 1)")
+    return CheckResult(name, abs(augmented - expected) <= tol, detail)
+
+
+CHECKS: dict[str, Callable[[Context], CheckResult]] = {
+    "reproducible": check_reproducible,
+    "dtypes": check_dtypes_shapes,
+    "labels": check_labels,
+    "memory": check_memory,
+    "bad_input": check_bad_input,
+    "workers": check_workers,
+    "enable_rate": check_enable_rate,
+}
+
+
+def run_checks(config: Any, overrides: Sequence[str] = (), *, batches: int = 3,
+               builder: Builder | None = None, only: Sequence[str] | None = None,
+               progress: Callable[[CheckResult], None] | None = None) -> list[CheckResult]:
+    """Run the checklist (or the `only` subset of `CHECKS`) on `config`."""
+    from tfpipe.bench._build import resolve_config
+    from tfpipe.pipeline import settings
+
+    cfg = resolve_config(config, overrides)
+    s = settings(cfg)
+    if not s.data_path:
+        raise ValueError("data.path is not set: give the converted dataset, e.g. --set data.path=DIR")
+    names = list(only) if only else list(CHECKS)
+    unknown = [n for n in names if n not in CHECKS]
+    if unknown:
+        raise ValueError(f"unknown checks {unknown}; allowed: {list(CHECKS)}")
+    ctx = Context(cfg, s, builder or default_builder, batches=batches)
+    results = []
+    for n in names:
+        try:
+            r = CHECKS[n](ctx)
+        except Exception as exc:  # noqa: BLE001 - one broken check must not hide the others
+            r = CheckResult(n, False, f"check raised {type(exc).__name__}: "
+                            f"{str(exc).splitlines()[0][:300] if str(exc) else ''}")
+        results.append(r)
+        if progress:
+            progress(r)
+    return results
