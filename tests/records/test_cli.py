@@ -69,6 +69,7 @@ def test_verify_exit_codes_and_salvage(tmp_path, cls_records, make_dataset):
     assert (bad["path"], bad["index"], bad["offset"]) == (str(shard), 1, first)
     sal = rep["salvaged"][0]
     assert sal["records_kept"] == 5 and sal["records_lost_known"] == 1
+    assert sal["records_lost_per_manifest"] == 1
     assert os.path.exists(tmp_path / "out" / shard.name)
     # human output names file, record and offset
     r = _run("verify", str(ds))

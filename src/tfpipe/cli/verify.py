@@ -50,7 +50,12 @@ def command(path: str, deep: bool, salvage_dir: str | None, as_json: bool) -> No
     salvaged = _salvage_all(report, salvage_dir) if salvage_dir and report.damaged_files else []
     if as_json:
         out = report.to_dict()
-        out["salvaged"] = [s.to_dict() for s in salvaged]
+        out["salvaged"] = []
+        for s in salvaged:
+            d = s.to_dict()
+            expected = report.expected_records.get(s.source)
+            d["records_lost_per_manifest"] = None if expected is None else expected - s.records_kept
+            out["salvaged"].append(d)
         click.echo(json.dumps(out, indent=2, sort_keys=True))
     else:
         _render(report, salvaged)
@@ -81,6 +86,9 @@ def _render(report: Any, salvaged: list[Any]) -> None:
     for s in salvaged:
         lost = s.records_lost_known
         more = "" if s.records_lost_exact else " (plus an unknowable number inside garbage)"
+        expected = report.expected_records.get(s.source)
+        if expected is not None:  # the manifest's count settles what the bytes cannot
+            lost, more = expected - s.records_kept, " (manifest count minus kept)"
         con.print(f"salvaged {s.source} -> {s.out.path}: kept {s.records_kept:,} records, "
                   f"lost {lost} records{more}, {s.bytes_lost:,} bytes")
         for f in s.lost:

@@ -37,6 +37,7 @@ class VerifyReport:
     records_checked: int = 0
     bytes_checked: int = 0
     manifest: bool = False
+    expected_records: dict[str, int] = field(default_factory=dict)  # path -> manifest count
 
     @property
     def ok(self) -> bool:
@@ -53,7 +54,8 @@ class VerifyReport:
                 "manifest": self.manifest, "files_checked": self.files_checked,
                 "records_checked": self.records_checked, "bytes_checked": self.bytes_checked,
                 "findings": [f.to_dict() for f in self.findings],
-                "damaged_files": self.damaged_files}
+                "damaged_files": self.damaged_files,
+                "expected_records": self.expected_records}
 
 
 def _sha256(path: str) -> str:
@@ -175,6 +177,7 @@ def verify(path: str | os.PathLike[str], deep: bool = False,
         for entry, f in zip(manifest.splits[split].shards,
                             manifest.shard_paths(directory, split)):
             listed.add(os.path.realpath(f))
+            report.expected_records[f] = entry.num_records
             if progress:
                 progress(f)
             if not os.path.isfile(f):
