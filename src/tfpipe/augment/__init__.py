@@ -48,3 +48,16 @@ __all__ = [
     # detection composition (L4)
     "PAD_CLASS", "detection_mixup", "mosaic", "pad_boxes",
 ]
+
+# pixel (L3), RandAugment/TrivialAugment and classification batch ops (L4);
+# docs/augment-pixel.md. Appended by the pixel owner: each module's __all__ is its public list.
+from tfpipe.augment import batch as _batch  # noqa: E402
+from tfpipe.augment import color as _color  # noqa: E402
+from tfpipe.augment import pixel as _pixel  # noqa: E402
+from tfpipe.augment import policies as _policies  # noqa: E402
+from tfpipe.augment.batch import *  # noqa: E402,F401,F403
+from tfpipe.augment.color import *  # noqa: E402,F401,F403
+from tfpipe.augment.pixel import *  # noqa: E402,F401,F403
+from tfpipe.augment.policies import *  # noqa: E402,F401,F403
+
+__all__ += [*_color.__all__, *_pixel.__all__, *_policies.__all__, *_batch.__all__]
