@@ -200,3 +200,19 @@ def test_preview_cli(dataset: Path, tmp_path: Path) -> None:
     assert Image.open(out).size[0] > 0
     bad = CliRunner().invoke(cli, ["preview", "cifar", "--out", str(out), "--set", "pipeline.bach_size=2"])
     assert bad.exit_code == 2 and "did you mean 'batch_size'" in bad.output
+
+
+@needs_pipeline
+def test_preview_of_an_empty_pipeline_is_a_clear_error(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    # E.g. fewer records than one batch with drop_remainder: an error, not a traceback.
+    import tfpipe.pipeline
+    from click.testing import CliRunner
+
+    from tfpipe.cli.main import cli
+
+    empty = tf.data.Dataset.from_tensors({"image": tf.zeros([2, 4, 4, 3])}).take(0)
+    monkeypatch.setattr(tfpipe.pipeline, "build_pipeline", lambda *a, **k: empty)
+    result = CliRunner().invoke(cli, ["preview", "cifar", "--out", str(tmp_path / "x.png")])
+    assert result.exit_code == 2
+    assert "yielded no batch to preview" in result.output and "Traceback" not in result.output
+

@@ -28,4 +28,4 @@ def command(config: str, out: str, n: int, split: str, epoch: int, set_options: 
     except TfpipeError as exc:
         click.echo("error: " + str(exc).replace("\n", "\n  "), err=True)
         raise SystemExit(2) from None
-    click.echo(f"wrote {path} ({n} samples, split {split}, epoch {epoch}, seed {cfg.seed})")
+    click.echo(f"wrote {path} (first {n} samples of split {split}, epoch {epoch}, seed {cfg.seed})")

@@ -182,6 +182,12 @@ def render_preview(config: Any, out_png: str | os.PathLike[str], n: int = 16, sp
 
     s = settings(config)
     samples = collect_samples(build_pipeline(config, split, epoch), n)
+    if not samples:
+        from tfpipe.errors import InputError
+
+        raise InputError(f"split {split!r} of {s.data_path!r} yielded no batch to preview "
+                         f"(fewer records than pipeline.batch_size={s.batch_size} with "
+                         f"drop_remainder: {str(s.drop_remainder).lower()}?)")
     grid = draw_grid(samples, mean=s.mean, std=s.std, class_names=_class_names(s.data_path))
     out = Path(out_png)
     out.parent.mkdir(parents=True, exist_ok=True)
