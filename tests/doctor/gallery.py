@@ -76,6 +76,13 @@ def preprocess(image):
     return tf.image.adjust_contrast(image, 1.2), label
 
 
+FLIP = tf.keras.layers.RandomFlip("horizontal")
+
+
+def keras_augment(image):
+    return FLIP(image)
+
+
 def plain(x):
     return x + 1.0
 
@@ -111,6 +118,19 @@ def _stateful(files, tmp):
     bad = images().map(random_augment, num_parallel_calls=AUTOTUNE).batch(4).prefetch(AUTOTUNE)
     clean = (images().enumerate().map(stateless_augment, num_parallel_calls=AUTOTUNE)
              .batch(4).prefetch(AUTOTUNE))
+    return bad, clean
+
+
+def _keras_seed(files, tmp):
+    bad = images().map(keras_augment, num_parallel_calls=AUTOTUNE).batch(4).prefetch(AUTOTUNE)
+    clean = (images().enumerate().map(stateless_augment, num_parallel_calls=AUTOTUNE)
+             .batch(4).prefetch(AUTOTUNE))
+    return bad, clean
+
+
+def _to_device(files, tmp):
+    bad = numbers().batch(8).apply(tf.data.experimental.prefetch_to_device("/cpu:0"))
+    clean = numbers().batch(8).prefetch(2)
     return bad, clean
 
 
@@ -248,6 +268,7 @@ GALLERY: list[Case] = [
     Case("py_function", "python-in-map", _py, function="my_augment"),
     Case("py_function_nested", "python-in-map", _py_nested, function="outer_fn"),
     Case("stateful_random", "stateful-random", _stateful, function="random_augment"),
+    Case("keras_random_layer", "stateful-random-seed", _keras_seed, function="keras_augment"),
     Case("cache_after_augment", "cache-after-random", _cache_random),
     Case("cache_after_shuffle", "cache-after-random", _cache_shuffle),
     Case("shuffle_after_batch", "shuffle-after-batch", _shuffle_batch),
@@ -269,4 +290,5 @@ GALLERY: list[Case] = [
     Case("ignore_errors_per_file", "ignore-errors", _ignore_errors_per_file,
          function="read_tolerant"),
     Case("from_generator", "python-source", _generator),
+    Case("prefetch_to_device", "unserializable", _to_device),
 ]

@@ -51,8 +51,10 @@ def check(dataset: tf.data.Dataset, *, batch_size_hint: int | None = None,
     options = dataset.options()
     if ram_budget_bytes is None:
         ram_budget_bytes = options.autotune.ram_budget or system.available_memory_bytes() // 2
+    graph, unreadable = _readable_graph(dataset)
     ctx = Context(
-        graph=PipelineGraph.from_dataset(dataset),
+        graph=graph,
+        unreadable=unreadable,
         options=options,
         batch_size_hint=batch_size_hint,
         ram_budget_bytes=int(ram_budget_bytes),
@@ -68,6 +70,27 @@ def check(dataset: tf.data.Dataset, *, batch_size_hint: int | None = None,
     order = {n.label: i for i, n in enumerate(ctx.graph.chain)}
     findings.sort(key=lambda f: (-SEVERITY_RANK[f.severity], order.get(f.op, len(order)), f.rule))
     return _dedupe(findings)
+
+
+def _readable_graph(dataset: tf.data.Dataset) -> tuple[PipelineGraph, list[str]]:
+    """The graph of `dataset`, or of the longest prefix of it that tf.data can serialize.
+
+    A few transformations (prefetch_to_device, copy_to_device, some experimental
+    ones) refuse serialization; doctor then checks what comes before them.
+    """
+    skipped: list[str] = []
+    current = dataset
+    while True:
+        try:
+            return PipelineGraph.from_dataset(current), skipped
+        except (tf.errors.OpError, ValueError) as exc:
+            inputs = current._inputs() if hasattr(current, "_inputs") else []  # noqa: SLF001
+            if not inputs:
+                raise ValueError(
+                    f"tf.data cannot serialize this dataset's graph, so doctor cannot read it: "
+                    f"{exc}") from exc
+            skipped.append(type(current).__name__.lstrip("_"))
+            current = inputs[0]
 
 
 def _dedupe(findings: list[Finding]) -> list[Finding]:

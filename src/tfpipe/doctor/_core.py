@@ -42,6 +42,7 @@ class Context:
     cpus: int                         # CPUs this process may use (cgroup-aware)
     host_cpus: int                    # CPUs TensorFlow sizes its own pools from
     locations: Mapping[str, str] = field(default_factory=dict)
+    unreadable: list[str] = field(default_factory=list)  # outermost transformations not serializable
     _ops_cache: dict[str, list] = field(default_factory=dict)
 
     def function_ops(self, library_name: str) -> list:

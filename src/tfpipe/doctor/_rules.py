@@ -174,6 +174,32 @@ def stateful_random(ctx: Context) -> Iterator[Finding]:
                 function=user, call_path=path)
 
 
+_VARIABLE_WRITES = frozenset({"AssignVariableOp", "AssignAddVariableOp", "AssignSubVariableOp"})
+
+
+@rule("stateful-random-seed", "error", "stateless random ops fed from a mutable seed variable")
+def seed_variable(ctx: Context) -> Iterator[Finding]:
+    """Keras 3 preprocessing layers (and keras.random.SeedGenerator) keep their seed in a
+    variable that each call reads and bumps: stateless ops, stateful behaviour."""
+    for node, fname, user in _user_functions(ctx):
+        ops = _ops(ctx, fname)
+        if any(o.op in O.STATEFUL_RANDOM_OPS for o in ops):
+            continue  # stateful-random reports this function already
+        kinds = {o.op for o in ops}
+        if kinds & _VARIABLE_WRITES and any(O.is_stateless_random(k) for k in kinds):
+            path = next(o.call_path for o in ops if O.is_stateless_random(o.op))
+            yield ctx.finding(
+                "stateful-random-seed", node,
+                f"stateless random ops {_where(user, path)} take their seed from a variable "
+                "that every call reads and advances (Keras preprocessing layers, "
+                "keras.random.SeedGenerator): under a parallel map the elements race for "
+                "the seed, so which element gets which draw depends on thread timing.",
+                "Derive the seed from the element index instead (ds.enumerate(), "
+                "tfpipe.seeds.sample_seed) and use tf.image.stateless_* or tfpipe.augment "
+                "ops; keep Keras random layers in the model, where they run per batch.",
+                function=user, call_path=path)
+
+
 @rule("cache-after-random", "error", "cache() stores randomly augmented elements")
 def cache_after_random(ctx: Context) -> Iterator[Finding]:
     for cache in ctx.graph.nodes.values():
@@ -238,6 +264,15 @@ def small_shuffle_buffer(ctx: Context) -> Iterator[Finding]:
         buffer = ctx.graph.const_int(node, "buffer_size")
         if buffer is None or buffer < 0:
             continue
+        batch = _batch_size_after(ctx, node)
+        if buffer > 1 and (batch is None or buffer >= SHUFFLE_BATCHES * batch):
+            continue
+        # A buffer that holds the whole input is a perfect shuffle, whatever its size
+        # (list_files over one file shuffles with buffer 1).
+        upstream = node.inputs[0] if node.inputs else None
+        total = ctx.graph.cardinality(ctx.graph.nodes[upstream]) if upstream else None
+        if total is not None and 0 <= total <= buffer:
+            continue
         if buffer <= 1:
             yield ctx.finding(
                 "small-shuffle-buffer", node,
@@ -245,14 +280,6 @@ def small_shuffle_buffer(ctx: Context) -> Iterator[Finding]:
                 "the input order.",
                 f"Use a buffer of at least {SHUFFLE_BATCHES}x the batch size "
                 "(config pipeline.shuffle_buffer), or remove the shuffle.")
-            continue
-        batch = _batch_size_after(ctx, node)
-        if batch is None or buffer >= SHUFFLE_BATCHES * batch:
-            continue
-        # A buffer that holds the whole input is a perfect shuffle, whatever its size.
-        upstream = node.inputs[0] if node.inputs else None
-        total = ctx.graph.cardinality(ctx.graph.nodes[upstream]) if upstream else None
-        if total is not None and 0 <= total <= buffer:
             continue
         yield ctx.finding(
             "small-shuffle-buffer", node,
@@ -268,8 +295,8 @@ def small_shuffle_buffer(ctx: Context) -> Iterator[Finding]:
 @rule("prefetch-not-last", "warning", "no prefetch() at the end of the pipeline")
 def prefetch_not_last(ctx: Context) -> Iterator[Finding]:
     chain = ctx.graph.chain
-    if not chain:
-        return
+    if not chain or any("Prefetch" in name for name in ctx.unreadable):
+        return  # prefetch_to_device ends the pipeline (unserializable, so not in the graph)
     tail = [n for n in reversed(chain)]
     working = [n for n in tail if n.op not in O.FREE_TAIL_OPS]
     if not working or working[0].op in O.PREFETCH_OPS:
@@ -595,3 +622,16 @@ def ignore_errors(ctx: Context) -> Iterator[Finding]:
                     log = bool(o.node_def is not None and "log_warning" in o.node_def.attr
                                and o.node_def.attr["log_warning"].b)
                     yield _ignore_errors_finding(ctx, node, log, function_display_name(fname))
+
+
+@rule("unserializable", "info", "part of the pipeline cannot be serialized")
+def unserializable(ctx: Context) -> Iterator[Finding]:
+    if ctx.unreadable:
+        names = " <- ".join(ctx.unreadable)
+        yield ctx.finding(
+            "unserializable", None,
+            f"tf.data cannot serialize the last transformation(s) ({names}); doctor checked "
+            "the pipeline up to them. A pipeline that cannot be serialized cannot move to "
+            "tf.data service workers or be checkpointed with its iterator.",
+            "Nothing to do if they are last-step device transfers (prefetch_to_device); "
+            "otherwise check the dataset before them.")
