@@ -197,6 +197,22 @@ def _prepare_out(out: Path, record: dict[str, Any], resume: bool, plan: Plan,
 
 
 # ----------------------------------------------------------------------------- run
+def _mp_context() -> multiprocessing.context.BaseContext:
+    """forkserver with tfpipe.convert and PIL preloaded, else spawn.
+
+    Never plain fork: the parent may hold TensorFlow's threads and locks. Both
+    start workers from a clean interpreter that imports no TensorFlow; the
+    forkserver imports once and forks each worker from there, which measured
+    1.0 s for the first pool of 2 and 0.07-0.19 s for later ones, against 1.6 s
+    for every spawn pool (2 vCPU under load).
+    """
+    if "forkserver" in multiprocessing.get_all_start_methods():
+        ctx = multiprocessing.get_context("forkserver")
+        ctx.set_forkserver_preload(["tfpipe.convert", "PIL.Image"])
+        return ctx
+    return multiprocessing.get_context("spawn")
+
+
 def execute(source: Source, enumeration: Enumeration, plan: Plan, out: str | os.PathLike[str],
             *, settings: dict[str, Any], compression: str | None, workers: int,
             on_error: str, resume: bool, split_of: Callable[[str], str],
@@ -233,10 +249,7 @@ def execute(source: Source, enumeration: Enumeration, plan: Plan, out: str | os.
         for shard, name in todo:
             finished(_write_one(shard, str(out_path / name), compression, on_error), shard)
     else:
-        # spawn: workers never inherit a parent's TensorFlow threads or locks, and
-        # import only tfpipe.convert (no TensorFlow) before their first shard.
-        ctx = multiprocessing.get_context("spawn")
-        with ProcessPoolExecutor(workers, mp_context=ctx, initializer=_init_worker,
+        with ProcessPoolExecutor(workers, mp_context=_mp_context(), initializer=_init_worker,
                                  initargs=(source, schema.to_json())) as pool:
             futures = {pool.submit(_write_one, shard, str(out_path / name), compression,
                                    on_error): shard for shard, name in todo}
