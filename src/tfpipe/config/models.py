@@ -125,7 +125,7 @@ class PipelineConfig(_Model):
         return TF_AUTOTUNE if v == AUTOTUNE else int(v)
 
 
-def _op_entries(section: str, value: Any) -> Any:
+def _op_entries(value: Any) -> Any:
     """YAML shorthand -> dicts carrying their name (the union discriminator)."""
     if value is None:
         return {}
@@ -158,8 +158,8 @@ class AugmentConfig(_Model):
 
     @field_validator("geometry", "pixel", "batch", mode="before")
     @classmethod
-    def _entries(cls, v: Any, info: Any) -> Any:
-        return _op_entries(info.field_name, v)
+    def _entries(cls, v: Any) -> Any:
+        return _op_entries(v)
 
     def ops(self, section: Literal["geometry", "pixel", "batch"]) -> list[OpConfig]:
         """Ops of a section in application order (enabled or not)."""
