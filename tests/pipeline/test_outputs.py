@@ -1,0 +1,164 @@
+"""Fused fast path == unfused reference ops; eval oracle; dtypes; labels; enable_rate."""
+
+from __future__ import annotations
+
+import io
+
+import cv2
+import numpy as np
+import pytest
+import tensorflow as tf
+from PIL import Image
+
+from tfpipe import augment, seeds
+from tfpipe.augment import color
+from tfpipe.pipeline import build_pipeline, build_stages
+
+from .conftest import CLASSES, NUM, base_config
+from .helpers import by_index
+
+MEAN, STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
+
+
+@pytest.fixture(scope="module")
+def records(dataset):
+    """Serialized records in pipeline order when the shuffle is off."""
+    cfg = base_config(dataset, **{"pipeline.shuffle_buffer": 0})
+    read = dict(build_stages(cfg))["read"]
+    return [r.numpy() for _, _, r in read]
+
+
+def _border(n_src: int, n_out: int) -> np.ndarray:
+    """Output rows whose bilinear taps touch the first or last source row."""
+    ys = (np.arange(n_out) + 0.5) * n_src / n_out - 0.5
+    return (ys < 1.0) | (ys > n_src - 2.0)
+
+
+def _reference_geometry(serialized: bytes, g: int, seed: int = 3, size=(32, 32)):
+    """Unfused: decode_image, random_resized_crop, flip. Returns (uint8 image, exact mask):
+    mask is False on output pixels fed by the window's outermost rows/columns, where 4:2:0
+    JPEG chroma upsampling differs between decode_and_crop and decode + slice."""
+    ex = tf.io.parse_single_example(serialized, {"image/encoded": tf.io.FixedLenFeature([], tf.string)})
+    enc = ex["image/encoded"]
+    img = tf.io.decode_image(enc, channels=3, expand_animations=False)
+    s = seeds.sample_seed(seeds.epoch_seed(seeds.global_seed(seed), 0), g)
+    x, _ = augment.random_resized_crop(img, seeds.op_seed(s, 0), size, (0.08, 1.0), (0.75, 1.3333))
+    _, _, ch, cw = (int(v) for v in augment.sample_crop_window(
+        seeds.op_seed(s, 0), tf.shape(img)[0], tf.shape(img)[1], (0.08, 1.0), (0.75, 1.3333)))
+    exact = ~(_border(ch, size[0])[:, None] | _border(cw, size[1])[None, :])
+    if not bool(tf.io.is_jpeg(enc)):
+        exact[:] = True  # PNG: decode + slice on both paths
+    both = tf.concat([x, tf.cast(tf.constant(exact)[..., None], tf.uint8)], axis=-1)
+    both, _ = augment.random_flip(both, seeds.op_seed(s, 1), True, False, 0.5)
+    return both[..., :3].numpy(), both[..., 3].numpy().astype(bool)
+
+
+def test_fused_geometry_equals_unfused(dataset, records):
+    """decode_and_crop_jpeg(window) + resize vs decode_image + random_resized_crop + flip:
+    bit-identical for PNG and away from the window border for JPEG (docs/augment.md)."""
+    cfg = base_config(dataset, **{"pipeline.shuffle_buffer": 0, "data.output_dtype": "uint8",
+                                  "augment.pixel": {}})
+    got = by_index(build_pipeline(cfg, keep_index=True))
+    assert len(got) == (NUM // 8) * 8
+    for g, (img, _) in got.items():
+        ref, exact = _reference_geometry(records[g], g)
+        np.testing.assert_array_equal(img[exact], ref[exact], err_msg=f"sample {g}")
+        assert np.abs(img.astype(int) - ref.astype(int)).max() <= 32
+
+
+def test_batched_pixel_ops_equal_per_sample_reference(dataset):
+    """L3 on the batch with per-row seeds == per-sample ops on the same L2 output, to
+    float32 rounding (the batched channel mean sums in another order)."""
+    cfg = base_config(dataset, **{"pipeline.shuffle_buffer": 0})
+    got = by_index(build_pipeline(cfg, keep_index=True))
+    geo = by_index(build_pipeline(base_config(dataset, **{
+        "pipeline.shuffle_buffer": 0, "data.output_dtype": "uint8", "augment.pixel": {}}),
+        keep_index=True))
+    es = seeds.epoch_seed(seeds.global_seed(3), 0)
+    for g, (img, _) in got.items():
+        s = seeds.sample_seed(es, g)
+        xf = tf.cast(geo[g][0], tf.float32) / 255.0
+        xf = color.random_brightness(xf, seeds.op_seed(s, 1000), 0.4)
+        xf = color.random_contrast(xf, seeds.op_seed(s, 1001), 0.6, 1.4)
+        ref = color.normalize(xf, MEAN, STD).numpy()
+        np.testing.assert_allclose(img, ref, rtol=0, atol=1e-5, err_msg=f"sample {g}")
+
+
+def _center_oracle(enc: bytes, size=(32, 32), frac=0.875) -> np.ndarray:
+    """PIL decode + numpy window arithmetic + OpenCV bilinear resize."""
+    im = np.asarray(Image.open(io.BytesIO(enc)).convert("RGB"))
+    h, w = im.shape[:2]
+    fit = min(h / size[0], w / size[1]) * frac
+    ch, cw = min(h, max(1, round(size[0] * fit))), min(w, max(1, round(size[1] * fit)))
+    oy, ox = (h - ch) // 2, (w - cw) // 2
+    crop = np.ascontiguousarray(im[oy:oy + ch, ox:ox + cw])
+    return cv2.resize(crop, (size[1], size[0]), interpolation=cv2.INTER_LINEAR)
+
+
+def test_eval_is_deterministic_center_crop_uint8(dataset, records):
+    cfg = base_config(dataset, **{"data.output_dtype": "uint8"})
+    a = by_index(build_pipeline(cfg, split="validation", keep_index=True))
+    b = by_index(build_pipeline(cfg, split="validation", keep_index=True, epoch=5))
+    assert len(a) == NUM  # eval keeps the last partial batch
+    for g in a:
+        assert a[g][0].dtype == np.uint8
+        np.testing.assert_array_equal(a[g][0], b[g][0])  # no randomness, any epoch
+        enc = tf.io.parse_single_example(
+            records[g], {"image/encoded": tf.io.FixedLenFeature([], tf.string)})["image/encoded"]
+        oracle = _center_oracle(enc.numpy())
+        # PIL vs libjpeg-turbo IDCT and cv2 vs TF bilinear rounding: a few levels
+        diff = np.abs(a[g][0].astype(int) - oracle.astype(int))
+        assert diff.mean() < 1.5 and np.percentile(diff, 99) <= 8, f"sample {g}: {diff.mean()}"
+
+
+def test_as_supervised_and_float_range(dataset):
+    ds = build_pipeline(base_config(dataset), as_supervised=True)
+    assert isinstance(ds.element_spec, tuple)
+    x, y = next(iter(ds))
+    assert x.shape == (8, 32, 32, 3) and x.dtype == tf.float32
+    assert y.dtype == tf.int64 and set(y.numpy()) <= set(range(CLASSES))
+    lo = (0 - np.array(MEAN)) / np.array(STD)
+    hi = (1 - np.array(MEAN)) / np.array(STD)
+    assert np.all(x.numpy() >= lo - 1e-5) and np.all(x.numpy() <= hi + 1e-5)
+
+
+def test_uint8_train_output_then_normalize_layer(dataset):
+    cfg = base_config(dataset, **{"data.output_dtype": "uint8"})
+    f32 = base_config(dataset)
+    u8 = next(iter(build_pipeline(cfg)))["image"]
+    fl = next(iter(build_pipeline(f32)))["image"]
+    assert u8.dtype == tf.uint8
+    # uint8 runs L3 on uint8 (rounded per op), float32 in float: within rounding
+    norm = color.Normalize(MEAN, STD)(u8).numpy()
+    assert np.abs(norm - fl.numpy()).max() < 3.5 / 255 / min(STD)
+
+
+def test_enable_rate_zero_gives_eval_images(dataset):
+    cfg = base_config(dataset, **{"augment.enable_rate": 0.0, "pipeline.shuffle_buffer": 0,
+                                  "data.output_dtype": "uint8"})
+    train = by_index(build_pipeline(cfg, keep_index=True))
+    val = by_index(build_pipeline(cfg, split="validation", keep_index=True))
+    for g in train:
+        np.testing.assert_array_equal(train[g][0], val[g][0])
+
+
+def test_enable_rate_half_is_per_batch(dataset):
+    cfg = base_config(dataset, **{"augment.enable_rate": 0.5, "pipeline.shuffle_buffer": 0,
+                                  "data.output_dtype": "uint8"})
+    train = by_index(build_pipeline(cfg, keep_index=True))
+    val = by_index(build_pipeline(cfg, split="validation", keep_index=True))
+    plain = []
+    for b in range(len(train) // 8):
+        same = [np.array_equal(train[g][0], val[g][0]) for g in range(b * 8, b * 8 + 8)]
+        assert all(same) or not any(same), f"batch {b} mixes augmented and plain samples"
+        plain.append(all(same))
+    assert any(plain) and not all(plain)  # 6 batches at rate 0.5 (fixed seed)
+
+
+def test_mixup_cutmix_one_hot_labels(dataset):
+    cfg = base_config(dataset, **{"augment.batch": {"mixup": {"alpha": 0.4},
+                                                    "cutmix": {"alpha": 1.0}}})
+    x, y = next(iter(build_pipeline(cfg, as_supervised=True)))
+    assert y.shape == (8, CLASSES) and y.dtype == tf.float32
+    np.testing.assert_allclose(y.numpy().sum(axis=1), 1.0, atol=1e-5)
+    assert (y.numpy().max(axis=1) < 1.0).any()  # some labels are actually mixed
