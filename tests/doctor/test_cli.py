@@ -125,3 +125,18 @@ def test_missing_file_and_unknown_config_exit_2(tmp_path):
 def test_unknown_rule_id_is_a_usage_error(pipe_file):
     result = run(f"{pipe_file}:clean", "--ignore", "no-such-rule")
     assert result.exit_code == 2 and "no-such-rule" in result.output
+
+
+def test_config_target_with_set(converted):
+    pytest.importorskip("tfpipe.pipeline", reason="tfpipe.pipeline not written yet")
+    result = run("cifar", "--set", f"data.path={converted['classification']}", "--json")
+    assert result.exit_code == 0, result.output
+    findings = json.loads(result.output)
+    assert all(f["severity"] == "info" for f in findings)
+
+
+def test_config_target_bad_set_exits_2(converted):
+    result = run("cifar", "--set", "pipeline.batch_size=-3",
+                 "--set", f"data.path={converted['classification']}")
+    assert result.exit_code == 2
+    assert "pipeline.batch_size" in result.output
