@@ -97,3 +97,19 @@ def test_verify_deep_finds_bad_image_and_box(tmp_path, det_records, jpegs):
     assert r.exit_code == 1
     found = {(f["kind"], f["index"]) for f in json.loads(r.output)["findings"]}
     assert found == {("bad-image", 4), ("bad-box", 4), ("bad-image", 5)}
+
+
+def test_verify_deep_checks_records_against_the_schema(tmp_path, make_dataset, cls_records):
+    from tfpipe.records import FeatureSpec, Schema, encode_example
+
+    other = Schema([FeatureSpec("image/encoded", "string"), FeatureSpec("image/class/label",
+                                                                         "float32")])
+    odd = encode_example({"image/encoded": b"x", "image/class/label": 1.0}, other)
+    make_dataset(tmp_path, cls_records[:2] + [odd], splits=("train",), shard_size=1 << 20)
+    r = _run("verify", str(tmp_path), "--deep", "--json")
+    assert r.exit_code == 1
+    msgs = [(f["kind"], f["index"], f["message"]) for f in json.loads(r.output)["findings"]]
+    assert ("bad-example", 2, "required feature 'image/format' is missing") in msgs
+    assert ("bad-example", 2, "feature 'image/class/label' holds float_list, "
+            "the schema says int64") in msgs
+    assert all(i == 2 for _, i, _ in msgs)

@@ -4,7 +4,8 @@ Findings beyond the framing kinds of `scan_file`:
 ``manifest`` (manifest.json unreadable or invalid), ``missing-file``,
 ``size-mismatch``, ``checksum-mismatch``, ``count-mismatch``,
 ``unlisted-file`` (a shard or leftover temp file the manifest does not list),
-and with ``deep=True``: ``bad-example``, ``bad-image``, ``bad-box``, ``bad-label``.
+and with ``deep=True``: ``bad-example`` (not an Example, or not matching the
+manifest's schema), ``bad-image``, ``bad-box``, ``bad-label``.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from tfpipe.errors import ManifestError
 from tfpipe.records.codec import decode_example
 from tfpipe.records.framing import Finding, _Buffer, detect_compression, walk
 from tfpipe.records.manifest import MANIFEST_NAME, Manifest
+from tfpipe.records.schema import Schema
 from tfpipe.records.writer import SHARD_NAME_RE
 
 RECORD_KINDS = ("corrupted-length", "corrupted-data", "truncated", "not-a-tfrecord", "empty")
@@ -69,11 +71,34 @@ def _sha256(path: str) -> str:
 class _DeepChecker:
     """Decodes images with TensorFlow and checks boxes and labels of one record."""
 
-    def __init__(self, num_classes: int | None) -> None:
+    def __init__(self, num_classes: int | None, schema: Schema | None = None) -> None:
         import tensorflow as tf
 
         self.tf = tf
         self.num_classes = num_classes
+        self.schema = schema
+
+    def _schema_findings(self, data: bytes) -> list[str]:
+        """Features missing, of the wrong type, or of the wrong size for the schema."""
+        from tfpipe.records.codec import _example_pb2
+
+        ex = _example_pb2().Example.FromString(data)
+        feats = ex.features.feature
+        kinds = {"string": "bytes_list", "int64": "int64_list", "float32": "float_list"}
+        problems = []
+        for name, spec in (self.schema or {}).items():
+            if name not in feats:
+                if spec.kind == "fixed" and spec.default is None:
+                    problems.append(f"required feature {name!r} is missing")
+                continue
+            which = feats[name].WhichOneof("kind")
+            n = len(getattr(feats[name], which).value) if which else 0
+            if which is not None and which != kinds[spec.dtype]:
+                problems.append(f"feature {name!r} holds {which}, the schema says {spec.dtype}")
+            elif spec.kind == "fixed" and n != max(spec.num_elements, 1):
+                problems.append(f"feature {name!r} has {n} values, fixed shape {spec.shape} "
+                                f"needs {max(spec.num_elements, 1)}")
+        return problems
 
     def check(self, path: str, index: int, offset: int, space: str,
               data: bytes) -> list[Finding]:
@@ -84,7 +109,7 @@ class _DeepChecker:
             ex = decode_example(data)
         except Exception as e:  # noqa: BLE001 - any protobuf failure is the finding
             return [f("bad-example", f"not a tf.train.Example ({e})")]
-        out: list[Finding] = []
+        out: list[Finding] = [f("bad-example", m) for m in self._schema_findings(data)]
         enc = ex.get("image/encoded")
         if enc:
             try:
@@ -171,7 +196,7 @@ def verify(path: str | os.PathLike[str], deep: bool = False,
                                        None, None, str(e)))
         return report
     report.manifest = True
-    checker = _DeepChecker(len(manifest.class_names) or None) if deep else None
+    checker = _DeepChecker(len(manifest.class_names) or None, manifest.schema) if deep else None
     listed: set[str] = set()
     for split in sorted(manifest.splits):
         for entry, f in zip(manifest.splits[split].shards,
