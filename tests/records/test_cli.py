@@ -113,3 +113,13 @@ def test_verify_deep_checks_records_against_the_schema(tmp_path, make_dataset, c
     assert ("bad-example", 2, "feature 'image/class/label' holds float_list, "
             "the schema says int64") in msgs
     assert all(i == 2 for _, i, _ in msgs)
+
+
+def test_verify_gzip_dataset(tmp_path, make_dataset, cls_records):
+    make_dataset(tmp_path, cls_records, compression="gzip", shard_size=1 << 20)
+    r = _run("verify", str(tmp_path), "--json")
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.output)["records_checked"] == len(cls_records)
+    (tmp_path / ".train-00000-of-00001.tfrecord.gz.tmp-123-4").write_bytes(b"")
+    found = json.loads(_run("verify", str(tmp_path), "--json").output)["findings"]
+    assert [f["kind"] for f in found] == ["unlisted-file"]
