@@ -107,3 +107,10 @@ def test_bad_rows_skipped_and_raise_names_row(table_src, tmp_path: Path) -> None
         {"input": "t.parquet row 2", "reason": "null in required column 'label'"}]
     with pytest.raises(InputError, match="'nope' is not a column"):
         convert(work / "t.parquet", tmp_path / "x", image_column="nope")
+
+
+def test_nothing_to_convert_is_an_error(tmp_path: Path) -> None:
+    src = tmp_path / "t.csv"
+    src.write_text("image,label\nmissing.jpg,a\n")
+    with pytest.raises(InputError, match="nothing to convert.*image file not found"):
+        convert(src, tmp_path / "out", image_column="image", workers=1)

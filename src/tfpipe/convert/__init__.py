@@ -131,6 +131,11 @@ def convert(src: str | os.PathLike[str], out: str | os.PathLike[str], *,
     if on_error == "raise" and enumeration.bad:
         item, reason = enumeration.bad[0]
         raise InputError(f"{item.label}: {reason}")
+    if not enumeration.items:
+        first = (f" (first: {enumeration.bad[0][0].label}: {enumeration.bad[0][1]})"
+                 if enumeration.bad else "")
+        raise InputError(f"{src}: nothing to convert: {len(enumeration.bad)} bad "
+                         f"input(s){first}")
     plan = plan_shards(enumeration.items, ratios, seed, size)
     if workers is None:
         workers = default_workers(sum(it.size for it in enumeration.items))
