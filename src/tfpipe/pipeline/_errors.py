@@ -84,8 +84,8 @@ def isolate(ds: tf.data.Dataset, process: Callable[..., dict[str, tf.Tensor]],
     @tf.autograph.experimental.do_not_convert
     def report(elem: dict[str, tf.Tensor]) -> dict[str, tf.Tensor]:
         path = tf.gather(paths, elem["_shard"])
-        msg = tf.strings.format("tfpipe: bad record {} in shard {} (pipeline.on_error={})",
-                                (elem["_record"], path, policy))
+        msg = tf.strings.join(["tfpipe: bad record ", tf.strings.as_string(elem["_record"]),
+                               " in shard ", path, f" (pipeline.on_error={policy})"])
         if policy == "raise":
             check = tf.debugging.Assert(elem["ok"], [msg], summarize=1)
             with tf.control_dependencies([check]):
