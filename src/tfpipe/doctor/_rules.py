@@ -98,9 +98,8 @@ def _deterministic(ctx: Context, node: DatasetNode) -> tuple[bool, bool]:
 
 
 def _is_memory_cache(ctx: Context, node: DatasetNode) -> bool:
-    name = ctx.graph.const(node, "filename")
-    return isinstance(name, list) and len(name) == 1 and name[0] == b"" or (
-        hasattr(name, "reshape") and name.size == 1 and name.reshape(())[()] in (b"", ""))
+    # cache() and cache("") keep elements in memory; any other name is a file prefix.
+    return ctx.graph.const(node, "filename") == [b""]
 
 
 def _fmt_bytes(n: int) -> str:
