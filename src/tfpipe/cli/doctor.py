@@ -39,8 +39,12 @@ def command(target: str, as_json: bool, ignore: tuple[str, ...], sets: tuple[str
     except doctor.TargetError as exc:
         click.echo(f"error: cannot load TARGET: {exc}", err=True)
         sys.exit(2)
-    findings = doctor.check(loaded.dataset, ignore=ignore, locations=loaded.locations,
-                            batch_size_hint=batch_size or loaded.batch_size)
+    try:
+        findings = doctor.check(loaded.dataset, ignore=ignore, locations=loaded.locations,
+                                batch_size_hint=batch_size or loaded.batch_size)
+    except ValueError as exc:  # a graph tf.data refuses to serialize at all
+        click.echo(f"error: {loaded.description}: {exc}", err=True)
+        sys.exit(2)
     if as_json:
         click.echo(json.dumps([f.to_dict() for f in findings], indent=2))
     else:
