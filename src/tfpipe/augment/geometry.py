@@ -214,7 +214,7 @@ def affine(image: tf.Tensor, matrix: tf.Tensor, output_size: Size | None = None,
     """Warp `image` ([H,W,C] or [B,H,W,C]) by `matrix` ([3,3] or per-sample [B,3,3]).
 
     One resampling pass. nearest/bilinear run in ``ImageProjectiveTransformV3``
-    (uint8 stays uint8: no float copy of the image); bicubic uses the gather
+    (computed in float32, rounded back for integer images); bicubic uses the gather
     sampler `remap` (Keys a=-0.5, clamped to the input's value range).
     fill_mode: constant (fill_value), reflect (cv2 BORDER_REFLECT: ``dcba|abcd``),
     wrap, nearest (edge replicate). Output dtype = input dtype.
@@ -233,10 +233,17 @@ def affine(image: tf.Tensor, matrix: tf.Tensor, output_size: Size | None = None,
         out = _remap_affine(image, matrix, out_hw, interpolation, fill_mode, fill_value)
     else:
         batch = tf.shape(image)[0]
+        # integer images go through float32: the kernel's uint8 path truncates (mean
+        # bias -0.5 vs cv2.warpAffine) and was no faster (docs/performance.md)
+        x = image if image.dtype == tf.float32 else tf.cast(image, tf.float32)
         out = tf.raw_ops.ImageProjectiveTransformV3(
-            images=image, transforms=_inverse_transform_vector(matrix, batch),
+            images=x, transforms=_inverse_transform_vector(matrix, batch),
             output_shape=out_hw, fill_value=tf.cast(fill_value, tf.float32),
             interpolation=interpolation.upper(), fill_mode=fill_mode.upper())
+        if image.dtype.is_integer:
+            out = tf.saturate_cast(tf.round(out), image.dtype)
+        elif image.dtype != tf.float32:
+            out = tf.cast(out, image.dtype)
     static_hw = [None, None]
     if not isinstance(output_size, tf.Tensor):
         static_hw = [int(s) if isinstance(s, int) else tf.get_static_value(s)
