@@ -540,8 +540,10 @@ def serial_determinism(ctx: Context) -> Iterator[Finding]:
         npc = ctx.graph.const_int(node, "num_parallel_calls")
         if npc == 1:
             continue
-        deterministic, explicit = _deterministic(ctx, node)
         user = function_display_name(node.main_function)
+        if user is None:
+            continue  # TF's own reader (TFRecordDataset(num_parallel_reads=...)) sets this
+        deterministic, explicit = _deterministic(ctx, node)
         if deterministic and explicit and not _node_has_random(ctx, node):
             yield ctx.finding(
                 "serial-determinism", node,

@@ -1,0 +1,96 @@
+"""Rule details the gallery does not pin: severities that depend on size, exemptions."""
+
+from __future__ import annotations
+
+import numpy as np
+import tensorflow as tf
+
+from tfpipe import doctor
+
+from .gallery import images, numbers, plain, random_augment
+
+AUTOTUNE = tf.data.AUTOTUNE
+BASE = {"cpus": 4, "host_cpus": 4, "ram_budget_bytes": 1 << 30}
+
+
+def rules(ds, **kw):
+    return {(f.rule, f.severity) for f in doctor.check(ds, **{**BASE, **kw})}
+
+
+def test_cache_size_estimate_scales_severity():
+    ds = images(64).cache().prefetch(2)      # 64 x 8*8*3 float32 = 49,152 bytes
+    assert rules(ds, ram_budget_bytes=49_152) == set()
+    assert rules(ds, ram_budget_bytes=40_000) == {("unbounded-cache", "warning")}
+    assert rules(ds, ram_budget_bytes=20_000) == {("unbounded-cache", "error")}
+    (f,) = doctor.check(ds, **{**BASE, "ram_budget_bytes": 40_000})
+    assert "64 elements" in f.message and "48.0 KiB" in f.message
+
+
+def test_cache_of_unknown_size_is_info():
+    ds = numbers().filter(lambda x: x[0] > 3).cache().prefetch(2)
+    assert rules(ds) == {("unbounded-cache", "info")}
+
+
+def test_deterministic_false_with_stateful_random_warns():
+    ds = images().map(random_augment, num_parallel_calls=AUTOTUNE, deterministic=False)
+    found = rules(ds.prefetch(2))
+    assert ("serial-determinism", "warning") in found
+    assert ("stateful-random", "error") in found
+
+
+def test_options_deterministic_counts_as_explicit():
+    opts = tf.data.Options()
+    opts.deterministic = True
+    ds = numbers().map(plain, num_parallel_calls=AUTOTUNE).prefetch(2).with_options(opts)
+    assert rules(ds) == {("serial-determinism", "info")}
+
+
+def test_private_threadpool_oversubscribed():
+    opts = tf.data.Options()
+    opts.threading.private_threadpool_size = 64
+    ds = numbers().prefetch(2).with_options(opts)
+    (f,) = doctor.check(ds, **BASE)
+    assert f.rule == "oversubscribed-threads" and f.op == "(pipeline)"
+    assert "private_threadpool_size=64" in f.message
+
+
+def test_single_file_is_info(record_files):
+    ds = tf.data.TFRecordDataset(record_files[0]).prefetch(2)
+    assert rules(ds) == {("no-interleave", "info")}
+
+
+def test_parallel_reads_are_fine(record_files):
+    ds = tf.data.TFRecordDataset(record_files, num_parallel_reads=3).prefetch(2)
+    assert rules(ds) == set()
+    ds = tf.data.TFRecordDataset(record_files, num_parallel_reads=1).prefetch(2)
+    assert rules(ds) == {("no-interleave", "warning")}
+
+
+def test_unbatch_between_batch_and_shuffle_is_fine():
+    ds = (numbers().batch(4).map(plain, num_parallel_calls=AUTOTUNE).unbatch()
+          .shuffle(64).batch(4).prefetch(2))
+    assert rules(ds) == set()
+
+
+def test_buffer_holding_everything_is_a_full_shuffle():
+    ds = numbers(16).shuffle(16).batch(8).prefetch(2)   # 2x the batch, but all 16 elements
+    assert rules(ds) == set()
+
+
+def test_batch_size_hint_when_batching_elsewhere():
+    ds = numbers(1000).shuffle(100).prefetch(2)
+    assert rules(ds) == set()
+    assert rules(ds, batch_size_hint=64) == {("small-shuffle-buffer", "warning")}
+
+
+def test_stateless_sequential_map_is_info():
+    ds = images().map(lambda x: tf.image.resize(x, [16, 16])).prefetch(2)
+    assert rules(ds) == {("sequential-map", "info")}
+    opts = tf.data.Options()
+    opts.experimental_optimization.map_parallelization = False
+    assert rules(ds.with_options(opts)) == {("sequential-map", "warning")}
+
+
+def test_from_tensor_slices_ignored_constants_do_not_crash():
+    strings = tf.data.Dataset.from_tensor_slices(np.array([b"a", b"bb"])).prefetch(1)
+    assert rules(strings) == set()
