@@ -38,14 +38,18 @@ def all_ops(g: tf.compat.v1.GraphDef) -> set[str]:
 def dataset_chain(g: tf.compat.v1.GraphDef) -> list[str]:
     """Dataset op types from the source to the output, following input 0."""
     nodes = {n.name: n for n in g.node}
-    consumed = {i.split(":")[0].lstrip("^") for n in g.node for i in n.input}
-    outs = [n for n in g.node if n.op.endswith("Dataset") or "Dataset" in n.op]
+    outs = [n for n in g.node if "Dataset" in n.op]
+    consumed = {i.split(":")[0].lstrip("^") for n in outs for i in n.input}
     tail = [n for n in outs if n.name not in consumed]
     assert tail, "no output dataset node"
     chain, node = [], tail[0]
+    # (inputs are node names; only dataset nodes are followed)
     while node is not None:
         chain.append(node.op)
-        inputs = [i for i in node.input if not i.startswith("^")]
-        nxt = nodes.get(inputs[0].split(":")[0]) if inputs else None
+        inputs = [nodes.get(i.split(":")[0]) for i in node.input if not i.startswith("^")]
+        inputs = [n for n in inputs if n is not None and "Dataset" in n.op]
+        if node.op == "ZipDataset":  # enumerate() = zip(range, ds): follow the data
+            inputs = [n for n in inputs if n.op != "RangeDataset"]
+        nxt = inputs[0] if inputs else None
         node = nxt if nxt is not None and "Dataset" in nxt.op else None
     return chain[::-1]
