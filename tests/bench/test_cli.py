@@ -1,0 +1,71 @@
+"""`tfpipe bench` and `tfpipe check` through click's CliRunner: exit codes and outputs."""
+
+from __future__ import annotations
+
+import csv
+import json
+
+import tensorflow as tf
+from click.testing import CliRunner
+
+from tfpipe.cli.bench import command as bench
+from tfpipe.cli.check import command as check
+
+
+def _sets(overrides: list[str]) -> list[str]:
+    return [a for o in overrides for a in ("--set", o)]
+
+
+def test_bench_json_with_stages(tiny_overrides) -> None:
+    res = CliRunner().invoke(bench, ["imagenet", *_sets(tiny_overrides), "--steps", "2",
+                                     "--warmup", "1", "--stages", "--json"])
+    assert res.exit_code == 0, res.output
+    out = json.loads(res.stdout)
+    assert out["result"]["steps"] == 2 and out["result"]["elements"] == 16
+    assert [s["name"] for s in out["stages"]["stages"]] == [
+        "read", "parse", "decode", "geometry", "pixel", "batch", "compose"]
+    assert out["stages"]["slowest"] in [s["name"] for s in out["stages"]["stages"]]
+
+
+def test_bench_sweep_writes_csv_and_plot(tiny_overrides, tmp_path) -> None:
+    csv_path, png = tmp_path / "s.csv", tmp_path / "s.png"
+    res = CliRunner().invoke(bench, ["imagenet", *_sets(tiny_overrides), "--steps", "1",
+                                     "--warmup", "0", "--repeats", "1",
+                                     "--sweep", "pipeline.num_parallel_calls=1,autotune",
+                                     "--csv", str(csv_path), "--plot", str(png)])
+    assert res.exit_code == 0, res.output
+    rows = list(csv.DictReader(csv_path.open()))
+    assert [r["pipeline.num_parallel_calls"] for r in rows] == ["1", "autotune"]
+    assert png.read_bytes()[:4] == b"\x89PNG"
+    assert "best:" in res.output
+
+
+def test_bench_usage_and_config_errors(tiny_overrides) -> None:
+    res = CliRunner().invoke(bench, ["imagenet", *_sets(tiny_overrides), "--plot", "x.png"])
+    assert res.exit_code == 2 and "--plot needs --sweep" in res.output
+    res = CliRunner().invoke(bench, ["imagenet", *_sets(tiny_overrides),
+                                     "--set", "pipeline.batch_size=0"])
+    assert res.exit_code == 1 and "pipeline.batch_size" in res.output
+
+
+def test_check_exit_codes(tiny_overrides, monkeypatch) -> None:
+    from tfpipe.bench import check as C
+
+    def good(config, split="train", epoch=0, worker=None, **kw):
+        return tf.data.Dataset.range(24).map(
+            lambda i: {"image": tf.zeros([32, 32, 3]), "label": i % 4}).batch(8)
+
+    def stateful(config, **kw):
+        return good(config).map(lambda b: {**b, "image": tf.random.uniform([8, 32, 32, 3])})
+
+    args = ["imagenet", *_sets(tiny_overrides), "--only", "reproducible", "--only", "dtypes"]
+    monkeypatch.setattr(C, "default_builder", good)
+    res = CliRunner().invoke(check, args + ["--json"])
+    assert res.exit_code == 0, res.output
+    assert json.loads(res.stdout)["passed"] is True
+    monkeypatch.setattr(C, "default_builder", stateful)
+    res = CliRunner().invoke(check, args)
+    assert res.exit_code == 1
+    assert "FAIL" in res.output and "elements differ" in res.output
+    res = CliRunner().invoke(check, ["imagenet", *_sets(tiny_overrides), "--only", "bogus"])
+    assert res.exit_code == 1 and "unknown checks" in res.output
