@@ -87,9 +87,9 @@ def test_affine_matches_cv2_warp_affine(case, interp, cv_interp, fill, cv_border
             out = out * 255.0
         err = np.abs(out.astype(np.float64) - ref)[4:-4, 4:-4]
         if interp == "bilinear":
-            # documented in docs/augment.md: interior mean abs error < 0.6 of 255 (cv2
-            # uses 5-bit fixed-point weights and rounds; uint8 out rounds too)
-            assert err.mean() < 0.6, (case, interp, err.mean())
+            # documented in docs/augment.md: uint8 output equals cv2 (interior mean abs
+            # error <= 0.001 of 255); float32 differs only by cv2's rounding (~0.23)
+            assert err.mean() < (0.02 if dtype == np.uint8 else 0.3), (case, err.mean())
         else:
             # nearest: sample points exactly halfway between pixels may round to the
             # other neighbour; everything else is identical
