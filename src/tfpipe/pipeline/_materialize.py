@@ -52,7 +52,8 @@ def materialize(config: Any, out: str, epochs: int, split: str = "train") -> dic
         ds = build_stages(s, split, epoch=e)[-1][1]
         spec = ds.element_spec
         path = _epoch_dir(out, e)
-        ds.save(path)
+        # one shard file: Dataset.load interleaves shards, which would reorder batches
+        ds.save(path, shard_func=lambda e: tf.constant(0, tf.int64))
         counts.append(int(sum(1 for _ in tf.data.Dataset.load(path, element_spec=spec))))
     info = {
         "format": 1,
