@@ -150,7 +150,10 @@ def build_pipeline(config: Any, split: str = "train", epoch: int = 0, worker: An
     else:
         ds = _assemble(s, split, epoch, worker, keep_index, all_stages=False)[-1][1]
     if as_supervised:
-        ds = ds.map(lambda e: (e["image"], e["label"]))
+        if s.task == "detection":
+            ds = ds.map(lambda e: (e["image"], {k: v for k, v in e.items() if k != "image"}))
+        else:
+            ds = ds.map(lambda e: (e["image"], e["label"]))
     ds = ds.with_options(options(s))
     prefetch = s.prefetch if s.prefetch != AUTOTUNE else tf.data.AUTOTUNE
     if s.prefetch_to_device and _device_exists(s.prefetch_to_device):

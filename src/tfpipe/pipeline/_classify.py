@@ -132,7 +132,7 @@ class Classify:
         # resolved here, not inside the traced functions (autograph would trace importlib)
         self.normalize, self.to_one_hot = aug("normalize"), aug("to_one_hot")
         self.mixers = [aug(op.name) for op in self.batch_ops]
-        for op in self.batch_ops:
+        for op in self.batch_ops if s.task == "classification" else []:
             if op.name not in ("mixup", "cutmix"):
                 raise ConfigError(f"augment.batch.{op.name}: not a classification op; "
                                   "allowed: mixup, cutmix (mosaic is detection-only)")

@@ -1,0 +1,204 @@
+"""Detection: boxes follow the geometry exactly (issue #4).
+
+Per sample: generic decode (no fused crop: the window must also move the boxes,
+and the matrix path handles it), then every L2 op contributes only its 3x3
+matrix (sampled from the same seeds the `tfpipe.augment` samplers use), the
+matrices are composed with the final resize to `image_size`, and the image is
+resampled ONCE (`tfpipe.augment.affine`, bilinear). Boxes go through
+`transform_boxes` with the same matrix, are clipped, filtered (empty after
+clipping) and padded to `data.max_boxes` (`pad_boxes`: box 0, class -1).
+Eval: plain resize of the whole image (no crop, so no box is cut).
+
+Elements: image [H,W,C], boxes [max_boxes,4] normalized yxyx, classes
+[max_boxes] int64 (-1 = padding), num_boxes int32; detection mixup adds
+box_weights [max_boxes]. `as_supervised` gives (image, {boxes, classes,
+num_boxes[, box_weights]}).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import tensorflow as tf
+
+from tfpipe import augment, seeds
+from tfpipe.augment import geometry as G
+from tfpipe.errors import ConfigError
+from tfpipe.pipeline._classify import Classify, _pair, aug, batch_enabled, coin
+from tfpipe.pipeline._decode import decode_full, resize_uint8
+from tfpipe.pipeline._settings import Op
+from tfpipe.pipeline._source import BOX_KEYS, BOX_LABEL_KEY, IMAGE_KEY
+
+_BATCH_OPS = ("mosaic", "mixup")
+
+
+def op_matrix(op: Op, seed: tf.Tensor, size: tuple[tf.Tensor, tf.Tensor],
+              out_size: tuple[int, int]) -> tuple[tf.Tensor, tuple[tf.Tensor, tf.Tensor]]:
+    """(matrix, new size) of one L2 op on an image of `size`; draws as the augment samplers."""
+    name, prm = op.name, op.params
+    h, w = size
+    if name == "flip":
+        s = G._split_seed(seed, 2)  # same draws as augment.random_flip
+        fx = G._bernoulli(s[0], op.p) if prm.get("horizontal", True) else tf.constant(False)
+        fy = G._bernoulli(s[1], op.p) if prm.get("vertical", False) else tf.constant(False)
+        return augment.flip_matrix((h, w), fx, fy), size
+    if name == "rot90":
+        s = G._split_seed(seed, 2)  # same draws as augment.random_rot90
+        k = tf.random.stateless_uniform((), s[0], minval=1, maxval=4, dtype=tf.int32)
+        k = tf.where(G._bernoulli(s[1], op.p), k, 0)
+        odd = tf.math.floormod(k, 2) == 1
+        return augment.rot90_matrix((h, w), k), (tf.where(odd, w, h), tf.where(odd, h, w))
+    apply = coin(seed, op.p)
+    oh, ow = tf.constant(out_size[0]), tf.constant(out_size[1])
+    if name in ("random_resized_crop", "center_crop"):
+        if name == "random_resized_crop":
+            win = augment.sample_crop_window(seed, h, w, _pair(op, "scale", (0.08, 1.0)),
+                                             _pair(op, "ratio", (3 / 4, 4 / 3)))
+        else:
+            win = augment.center_crop_window(h, w, out_size, float(prm.get("crop_fraction", 0.875)))
+        m = augment.crop_matrix(win[:2], win[2:], out_size)
+        m = tf.where(apply, m, augment.identity_matrix())
+        return m, (tf.where(apply, oh, h), tf.where(apply, ow, w))
+    if name == "affine":
+        kw = {k: (tuple(v) if isinstance(v, list) else v) for k, v in prm.items()
+              if k in ("rotation", "scale", "per_axis_scale", "shear", "translate")}
+        m = augment.sample_affine_matrix(seed, (h, w), **kw)
+        return tf.where(apply, m, augment.identity_matrix()), size
+    if name == "pad_and_crop":
+        pad = int(prm.get("padding", 4))
+        s = G._split_seed(seed, 2)  # same draws as augment.pad_and_crop
+        dy = tf.random.stateless_uniform((), s[0], minval=-pad, maxval=pad + 1, dtype=tf.int32)
+        dx = tf.random.stateless_uniform((), s[1], minval=-pad, maxval=pad + 1, dtype=tf.int32)
+        m = augment.translate_matrix(dx, dy)
+        return tf.where(apply, m, augment.identity_matrix()), size
+    raise ConfigError(f"augment.geometry.{name}: not supported for detection (boxes must "
+                      "follow an affine matrix); allowed: random_resized_crop, center_crop, "
+                      "flip, rot90, affine, pad_and_crop")
+
+
+class Detect(Classify):
+    def __init__(self, *args: Any) -> None:
+        s = args[0]
+        train = args[5]
+        batch = s.active("batch") if train else []
+        for op in batch:
+            if op.name not in _BATCH_OPS:
+                raise ConfigError(f"augment.batch.{op.name}: not a detection op; allowed: "
+                                  "mosaic, mixup (detection mixup keeps both box sets)")
+        super().__init__(*args)
+        self.batch_ops = batch
+        fill = [op.params.get("fill_value", 0.0) for op in s.active("geometry")
+                if op.name == "affine"]
+        self.fill_value = float(fill[0]) if fill else 0.0
+        self.fill_mode = "constant"
+
+    def _boxes(self, feats: dict[str, tf.Tensor]) -> tuple[tf.Tensor, tf.Tensor]:
+        boxes = tf.stack([tf.reshape(tf.cast(feats[k], tf.float32), [-1]) for k in BOX_KEYS],
+                         axis=-1)
+        classes = tf.cast(tf.reshape(feats[BOX_LABEL_KEY], [-1]), tf.int64)
+        return boxes, classes
+
+    def _geometry(self, image: tf.Tensor, sseed: tf.Tensor | None
+                  ) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
+        size = self.s.image_size
+        shape = tf.shape(image, out_type=tf.int32)
+        hw = (shape[0], shape[1])
+        if sseed is None:  # eval: resize the whole image
+            return resize_uint8(image, size), augment.resize_matrix(hw, size), tf.stack(hw)
+        mats, cur = [], hw
+        for i, op in enumerate(self.geometry):
+            m, cur = op_matrix(op, seeds.op_seed(sseed, i), cur, size)
+            mats.append(m)
+        mats.append(augment.resize_matrix(cur, size))
+        m = augment.compose(*mats)
+        out = augment.affine(image, m, size, "bilinear", self.fill_mode, self.fill_value)
+        return tf.ensure_shape(out, [size[0], size[1], self.s.channels]), m, tf.stack(hw)
+
+    def decode_only(self, shard: tf.Tensor, rec: tf.Tensor, local: tf.Tensor,
+                    serialized: tf.Tensor) -> tf.Tensor:
+        return decode_full(self.parse(serialized)[IMAGE_KEY], self.s.channels)
+
+    def process(self, shard: tf.Tensor, rec: tf.Tensor, local: tf.Tensor,
+                serialized: tf.Tensor) -> dict[str, tf.Tensor]:
+        feats = self.parse(serialized)
+        image = decode_full(feats[IMAGE_KEY], self.s.channels)
+        boxes, classes = self._boxes(feats)
+        gidx, gbatch = self._indices(local)
+        out: dict[str, tf.Tensor] = {"_shard": shard, "_record": rec, "_index": gidx}
+        augmenting = self.train and bool(self.geometry or self.pixel or self.batch_ops)
+        if augmenting:
+            sseed = seeds.sample_seed(self.es, gidx)
+            enabled = batch_enabled(self.es, gbatch, self.s.enable_rate)
+            if self.s.enable_rate >= 1.0:
+                image, m, hw = self._geometry(image, sseed)
+            else:
+                image, m, hw = tf.cond(enabled, lambda: self._geometry(image, sseed),
+                                       lambda: self._geometry(image, None))
+            out["_enabled"] = enabled
+            if self.pixel:
+                out["_pseeds"] = tf.stack([seeds.op_seed(sseed, 1000 + j)
+                                           for j in range(len(self.pixel))])
+        else:
+            image, m, hw = self._geometry(image, None)
+        boxes, keep = augment.transform_boxes(boxes, m, hw, self.s.image_size)
+        boxes, classes = augment.filter_boxes(boxes, classes, keep)
+        out["boxes"], out["classes"], out["num_boxes"] = augment.pad_boxes(
+            boxes, classes, self.s.max_boxes)
+        out["image"] = image
+        return out
+
+    def sentinel(self, shard: tf.Tensor, rec: tf.Tensor, local: tf.Tensor,
+                 serialized: tf.Tensor) -> dict[str, tf.Tensor]:
+        h, w = self.s.image_size
+        n = self.s.max_boxes
+        out = {"_shard": shard, "_record": rec, "_index": tf.constant(-1, tf.int64),
+               "boxes": tf.zeros([n, 4]), "classes": tf.fill([n], tf.constant(-1, tf.int64)),
+               "num_boxes": tf.constant(0, tf.int32),
+               "image": tf.zeros([h, w, self.s.channels], tf.uint8)}
+        if self.train and (self.geometry or self.pixel or self.batch_ops):
+            out["_enabled"] = tf.constant(False)
+            if self.pixel:
+                out["_pseeds"] = tf.zeros([len(self.pixel), 2], tf.int64)
+        return out
+
+    def compose(self, batch: dict[str, tf.Tensor], global_batch: tf.Tensor,
+                num_classes: int | None, keep_index: bool) -> dict[str, tf.Tensor]:
+        s = self.s
+        float_out = s.output_dtype == "float32"
+        x = batch["image"]
+        if float_out and self.pixel:
+            x = tf.cast(x, tf.float32) * (1.0 / 255.0)
+        b, c, n = batch["boxes"], batch["classes"], batch["num_boxes"]
+        weights = tf.cast(tf.range(s.max_boxes)[None, :] < n[:, None], tf.float32)
+        mixup = any(op.name == "mixup" for op in self.batch_ops)
+
+        def augment_batch(x, b, c, n, weights):
+            for j, fn in enumerate(self.pixel_fns):
+                x = fn(x, batch["_pseeds"][:, j])
+            bseed = seeds.batch_seed(self.es, global_batch)
+            for k, op in enumerate(self.batch_ops):
+                kseed = seeds.op_seed(bseed, k)
+                kw = {key: (tuple(v) if isinstance(v, list) else v)
+                      for key, v in op.params.items()}
+                if op.name == "mosaic":
+                    x, b, c, n = aug("mosaic")(x, b, c, n, kseed, p=op.p, **kw)
+                    weights = tf.cast(tf.range(s.max_boxes)[None, :] < n[:, None], tf.float32)
+                else:
+                    x, b, c, n, weights = aug("detection_mixup")(x, b, c, n, kseed, p=op.p, **kw)
+            return x, b, c, n, weights
+
+        if self.pixel or self.batch_ops:
+            if s.enable_rate >= 1.0:
+                x, b, c, n, weights = augment_batch(x, b, c, n, weights)
+            else:
+                x, b, c, n, weights = tf.cond(
+                    batch["_enabled"][0], lambda: augment_batch(x, b, c, n, weights),
+                    lambda: (x, b, c, n, weights))
+        if float_out:
+            x = self.normalize(x, list(s.mean), list(s.std))
+        out = {"image": x, "boxes": b, "classes": c, "num_boxes": n}
+        if mixup:
+            out["box_weights"] = weights
+        if keep_index:
+            out["index"] = batch["_index"]
+        return out
