@@ -25,10 +25,11 @@ import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
 from tfpipe import augment as A  # noqa: E402
+from tfpipe.augment.geometry import image_size  # noqa: E402
 from tfpipe.sample_data import source_photos  # noqa: E402
 
 NPC = 8        # PERF-NOTES: a fixed 8 beat AUTOTUNE (capped at 2 threads here)
-BATCH = 32
+BATCH = 16     # small, so slow variants (Keras elastic: ~2 img/s at 512) finish a batch
 
 
 def photos(size: int, n: int) -> np.ndarray:
@@ -37,28 +38,42 @@ def photos(size: int, n: int) -> np.ndarray:
                      for i in range(n)])
 
 
-def time_dataset(images: np.ndarray, fn: Callable, seconds: float) -> float:
-    seeds = np.stack([np.zeros(len(images), np.int64), np.arange(len(images))], 1)
-    ds = tf.data.Dataset.from_tensor_slices((images, seeds)).repeat()
-    ds = ds.map(fn, num_parallel_calls=NPC).batch(BATCH).prefetch(2)
-    it = iter(ds)
-    for _ in range(3):  # trace + warm the thread pool
-        next(it)
-    n, t0 = 0, time.perf_counter()
-    while time.perf_counter() - t0 < seconds:
-        n += int(tf.shape(next(it))[0])
-    return n / (time.perf_counter() - t0)
+class DatasetRunner:
+    """A warmed tf.data iterator; `run(seconds)` returns images/s over that slice."""
+
+    def __init__(self, images: np.ndarray, fn: Callable) -> None:
+        seeds = np.stack([np.zeros(len(images), np.int64), np.arange(len(images))], 1)
+        ds = tf.data.Dataset.from_tensor_slices((images, seeds)).repeat()
+        ds = ds.map(fn, num_parallel_calls=NPC).batch(BATCH).prefetch(2)
+        self.it = iter(ds)
+        next(self.it)  # trace + warm the thread pool
+
+    def run(self, seconds: float) -> float:
+        n, t0 = 0, time.perf_counter()
+        while time.perf_counter() - t0 < seconds:  # may overshoot by one batch: n/elapsed
+            n += int(tf.shape(next(self.it))[0])
+        return n / (time.perf_counter() - t0)
 
 
-def time_loop(images: np.ndarray, fn: Callable, seconds: float) -> float:
-    rng = np.random.default_rng(0)
-    for img in images[:4]:
-        fn(img, rng)
-    n, t0 = 0, time.perf_counter()
-    while time.perf_counter() - t0 < seconds:
-        fn(images[n % len(images)], rng)
-        n += 1
-    return n / (time.perf_counter() - t0)
+class LoopRunner:
+    """OpenCV in a plain Python loop, one thread."""
+
+    def __init__(self, images: np.ndarray, fn: Callable) -> None:
+        self.images, self.fn, self.i = images, fn, 0
+        self.rng = np.random.default_rng(0)
+        for img in images[:4]:
+            fn(img, self.rng)
+
+    def run(self, seconds: float) -> float:
+        prev = cv2.getNumThreads()
+        cv2.setNumThreads(1)
+        n, t0 = 0, time.perf_counter()
+        while time.perf_counter() - t0 < seconds:
+            self.fn(self.images[self.i % len(self.images)], self.rng)
+            self.i += 1
+            n += 1
+        cv2.setNumThreads(prev)
+        return n / (time.perf_counter() - t0)
 
 
 def albu_fn(transform) -> Callable:
@@ -123,6 +138,17 @@ def cv_brightness_contrast(img: np.ndarray, rng: np.random.Generator) -> np.ndar
 
 # ----------------------------------------------------------------------------- op table
 
+def chain(x: tf.Tensor, s: tf.Tensor, size: int) -> tf.Tensor:
+    s1, s2, s3 = tf.unstack(tf.random.experimental.stateless_split(s, 3))
+    h, w = image_size(x)
+    window = A.sample_crop_window(s1, h, w, (0.25, 1.0))
+    flip = tf.random.stateless_uniform([], s2) < 0.5
+    mats = [A.crop_matrix(window[:2], window[2:], (size, size)),
+            A.flip_matrix((size, size), flip),
+            A.sample_affine_matrix(s3, (size, size), rotation=15.0, scale=(0.9, 1.1))]
+    return A.apply_geometry(x, mats, (size, size))[0]
+
+
 def ops(size: int) -> dict[str, dict[str, Callable | None]]:
     import albumentations as alb
     import keras
@@ -167,6 +193,20 @@ def ops(size: int) -> dict[str, dict[str, Callable | None]]:
             "albu": albu_fn(alb.ElasticTransform(alpha=40.0, sigma=6.0, p=1.0)),
             "cv2": cv_elastic,
         },
+        "chain: crop+flip+affine": {
+            # tfpipe composes the three matrices and resamples ONCE
+            "tfpipe": lambda x, s: chain(x, s, size),
+            "keras": keras_fn([keras.layers.RandomCrop(int(size * 0.7), int(size * 0.7)),
+                               keras.layers.Resizing(size, size),
+                               keras.layers.RandomFlip("horizontal"),
+                               keras.layers.RandomRotation(15 / 360),
+                               keras.layers.RandomZoom(0.1)]),
+            "albu": albu_fn(alb.Compose([
+                alb.RandomResizedCrop(size=(size, size), scale=(0.25, 1.0)),
+                alb.HorizontalFlip(p=0.5),
+                alb.Affine(rotate=(-15, 15), scale=(0.9, 1.1), p=1.0)])),
+            "cv2": lambda img, rng: cv_affine(cv_flip(cv_rrc(img, rng), rng), rng),
+        },
         "elastic, full-res blur": {
             "tfpipe": lambda x, s: A.elastic(x, s, 40.0, 6.0, coarse=False)[0],
             "keras": None, "albu": None, "cv2": None,
@@ -185,8 +225,10 @@ def ops(size: int) -> dict[str, dict[str, Callable | None]]:
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[224, 512])
-    parser.add_argument("--seconds", type=float, default=1.0, help="timed seconds per cell")
+    parser.add_argument("--seconds", type=float, default=1.5,
+                        help="timed seconds per cell (split over the rounds)")
     parser.add_argument("--images", type=int, default=64, help="distinct images in memory")
+    parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds per cell")
     parser.add_argument("--only", default=None, help="substring: run only matching ops")
     args = parser.parse_args(argv)
     start = time.perf_counter()
@@ -196,18 +238,18 @@ def main(argv: list[str] | None = None) -> None:
         for name, impls in ops(size).items():
             if args.only and args.only not in name:
                 continue
+            runners = {v: (LoopRunner if v == "cv2" else DatasetRunner)(images, fn)
+                       for v, fn in impls.items() if fn is not None}
+            # variants interleaved in short rounds, median per variant: the machine is
+            # shared, so load drifts; interleaving keeps the ratios in a row honest
+            speeds: dict[str, list[float]] = {v: [] for v in runners}
+            for _ in range(args.rounds):
+                for v, runner in runners.items():
+                    speeds[v].append(runner.run(args.seconds / args.rounds))
             row = {"op": name, "size": size}
-            for variant in ("tfpipe", "keras", "albu", "cv2"):
-                fn = impls.get(variant)
-                if fn is None:
-                    row[variant] = None
-                elif variant == "cv2":
-                    prev = cv2.getNumThreads()
-                    cv2.setNumThreads(1)
-                    row[variant] = time_loop(images, fn, args.seconds)
-                    cv2.setNumThreads(prev)
-                else:
-                    row[variant] = time_dataset(images, fn, args.seconds)
+            for v in ("tfpipe", "keras", "albu", "cv2"):
+                row[v] = float(np.median(speeds[v])) if v in speeds else None
+            del runners
             rows.append(row)
             print(_fmt_row(row), flush=True)
     print()
