@@ -5,7 +5,7 @@ augmentation (random-resized crop, horizontal flip, brightness/contrast,
 normalize). Variants are measured in alternating rounds; each figure is
 images/s and its ratio to full `decode_jpeg` measured in the same round.
 
-    .venv/bin/python benchmarks/pipeline_bench.py --images 1500 --rounds 2 --steps 10
+    .venv/bin/python benchmarks/pipeline_bench.py --images 1500 --rounds 3 --steps 10
 
 Data: JPEGs (q90, about 460x390) cut from the photos bundled with scikit-image /
 scikit-learn (`tfpipe.sample_data`), converted with `tfpipe.convert.convert`
@@ -39,7 +39,7 @@ def make_data(root: Path, images: int, seed: int = 0) -> Path:
     from tfpipe.convert import convert
 
     total = sum(f.stat().st_size for f in folder.rglob("*.jpg"))
-    convert(str(folder), str(data), split="train=1.0", shard_size=total // 4 + 1, seed=seed)
+    convert(str(folder), str(data), shard_size=total // 4 + 1, seed=seed)
     return data
 
 
@@ -66,7 +66,7 @@ def variants(data: Path, batch: int):
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--images", type=int, default=1500)
-    p.add_argument("--rounds", type=int, default=2)
+    p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--steps", type=int, default=10, help="timed batches per variant and round")
     p.add_argument("--warmup", type=int, default=2)
     p.add_argument("--batch", type=int, default=64)
