@@ -216,3 +216,35 @@ def test_preview_of_an_empty_pipeline_is_a_clear_error(monkeypatch: pytest.Monke
     assert result.exit_code == 2
     assert "yielded no batch to preview" in result.output and "Traceback" not in result.output
 
+
+
+
+@needs_pipeline
+def test_detection_pipeline_boxes_land_on_their_pixels(tmp_path_factory: pytest.TempPathFactory) -> None:
+    from tfpipe.config import load_config
+    from tfpipe.convert import convert
+    from tfpipe.convert.samples import make_coco
+    from tfpipe.pipeline import build_pipeline
+
+    root = tmp_path_factory.mktemp("preview-det")
+    convert(make_coco(root / "raw", num_images=4, seed=2, size_range=(80, 120)), root / "ds", workers=1)
+    cfg = load_config("detection", {"data.path": str(root / "ds"), "pipeline.batch_size": 2,
+                                    "pipeline.shuffle_buffer": 4, "data.image_size": 64,
+                                    "augment.batch.mosaic.enabled": False})
+    samples = collect_samples(build_pipeline(cfg), 2)
+    assert {"image", "boxes", "classes", "num_boxes"} <= set(samples[0])
+    grid = np.asarray(draw_grid(samples, mean=cfg.data.normalize.mean, std=cfg.data.normalize.std))
+    tile = 64 * int(tile_scale(64, 64))
+    cell_w = grid.shape[1] // 2
+    checked = 0
+    for k, sample in enumerate(samples):
+        for box, cls in zip(sample["boxes"][: int(sample["num_boxes"])], sample["classes"]):
+            ymin, xmin, ymax, xmax = np.clip(box, 0, 1)
+            if (ymax - ymin) * tile < 12 or (xmax - xmin) * tile < 12:
+                continue  # tiny boxes are mostly covered by their caption
+            # Bottom-right corner: never under the class-name text (drawn at top-left).
+            y = PAD + int(round(ymax * (tile - 1)))
+            x = k * cell_w + PAD + int(round(xmax * (tile - 1)))
+            assert grid[y, x].tolist() == list(PALETTE[int(cls) % len(PALETTE)])
+            checked += 1
+    assert checked >= 1
