@@ -94,3 +94,21 @@ def test_stateless_sequential_map_is_info():
 def test_from_tensor_slices_ignored_constants_do_not_crash():
     strings = tf.data.Dataset.from_tensor_slices(np.array([b"a", b"bb"])).prefetch(1)
     assert rules(strings) == set()
+
+
+def test_ignore_errors_only_where_reader_errors_reach_it(record_files):
+    from .gallery import parse_one, read
+
+    # Reader errors flow through the map into ignore_errors(): the rest of a file is lost.
+    ds = read(record_files).map(parse_one, num_parallel_calls=AUTOTUNE).ignore_errors()
+    assert rules(ds.prefetch(2)) == {("ignore-errors", "warning")}
+
+    # Each file's reader absorbs (and logs) its own errors; the outer ignore_errors()
+    # only sees per-element map errors.
+    def read_logged(path):
+        return tf.data.TFRecordDataset(path).ignore_errors(log_warning=True)
+
+    files = tf.data.Dataset.from_tensor_slices(record_files)
+    ds = files.interleave(read_logged, cycle_length=3, num_parallel_calls=AUTOTUNE)
+    ds = ds.map(parse_one, num_parallel_calls=AUTOTUNE).ignore_errors().prefetch(2)
+    assert rules(ds) == {("ignore-errors", "info")}

@@ -608,8 +608,14 @@ def _ignore_errors_finding(ctx: Context, node: DatasetNode, log_warning: bool,
 def ignore_errors(ctx: Context) -> Iterator[Finding]:
     for node in ctx.graph.nodes.values():
         if node.op in _IGNORE_ERRORS_OPS:
-            readers = [u for u in ctx.graph.upstream(node.name)
-                       if u.op in O.FILE_READER_OPS or _reads_files(ctx, u)]
+            # Only readers whose errors can reach this op: not behind another
+            # ignore_errors(), and not already absorbed inside their own per-file function.
+            readers = [u for u in ctx.graph.upstream(node.name, stop=_IGNORE_ERRORS_OPS)
+                       if u.op not in _IGNORE_ERRORS_OPS
+                       and (u.op in O.FILE_READER_OPS
+                            or (_reads_files(ctx, u) and not any(
+                                o.op in _IGNORE_ERRORS_OPS
+                                for o in ctx.function_ops(u.main_function or ""))))]
             if readers:
                 yield _ignore_errors_finding(ctx, node, bool(node.attr_b("log_warning")))
             continue
