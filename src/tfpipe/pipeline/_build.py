@@ -19,7 +19,7 @@ import tensorflow as tf
 from tfpipe import seeds
 from tfpipe.errors import ConfigError
 from tfpipe.pipeline import _classify
-from tfpipe.pipeline._errors import isolate
+from tfpipe.pipeline._errors import guarded_map as isolate
 from tfpipe.pipeline._options import map_parallelism, options
 from tfpipe.pipeline._settings import AUTOTUNE, Settings, settings
 from tfpipe.pipeline._source import open_records, read_records, worker_files
@@ -52,7 +52,15 @@ def _cache_path(s: Settings, split: str, files: list[str], worker: tuple[int, in
         keys += ("image_size", "eval_crop_fraction", "max_boxes")
     tag = s.fingerprint(*keys)
     files_hash = hashlib.sha256("\n".join(files).encode()).hexdigest()[:8]
-    os.makedirs(s.cache, exist_ok=True)
+    try:  # fail at build time, not silently inside the iterator
+        os.makedirs(s.cache, exist_ok=True)
+        probe = os.path.join(s.cache, ".tfpipe-write-test")
+        with open(probe, "w"):
+            pass
+        os.remove(probe)
+    except OSError as e:
+        raise ConfigError(f"pipeline.cache: cannot write to {s.cache!r} ({e}); use 'none', "
+                          "'memory' or a writable directory") from None
     return os.path.join(s.cache, f"{split}-{what}-{tag}-{files_hash}-w{worker[0]}of{worker[1]}")
 
 

@@ -105,3 +105,89 @@ def isolate(ds: tf.data.Dataset, process: Callable[..., dict[str, tf.Tensor]],
     out = out.map(report)
     return out.filter(lambda e: e["ok"]).map(
         lambda e: {k: v for k, v in e.items() if k != "ok"})
+
+
+def _new_pending_table() -> tf.lookup.experimental.MutableHashTable:
+    with tf.init_scope():
+        return tf.lookup.experimental.MutableHashTable(
+            key_dtype=tf.int64, value_dtype=tf.int64, default_value=-1)
+
+
+def guarded_map(ds: tf.data.Dataset, process: Callable[..., dict[str, tf.Tensor]],
+                sentinel: Callable[..., dict[str, tf.Tensor]], files: list[str], policy: str,
+                parallel: int, deterministic: bool = True) -> tf.data.Dataset:
+    """`isolate` at the cost of a plain parallel map (the default, ordered path).
+
+    A map error drops only that element under `ignore_errors()`; what is lost is
+    WHICH element it was. So each element's (shard, record) is first registered
+    in a table under its stream position, the parallel map runs with
+    `ignore_errors()`, and an ordered `scan` after it sees the gap in positions,
+    looks the missing ones up, logs/counts (skip) or fails (raise), and clears
+    the table; an end marker flushes skips at the very end. Needs the map to
+    keep order, so `deterministic=False` falls back to `isolate`; so does
+    `raise`, because `ignore_errors()` would also swallow errors raised UPSTREAM
+    of the map (e.g. framing damage), which `raise` must surface.
+    """
+    if not deterministic or policy == "raise":
+        return isolate(ds, process, sentinel, files, policy, parallel, deterministic)
+    paths = tf.constant(files)
+    pending = _new_pending_table()
+    shift = tf.constant(1 << 40, tf.int64)
+    process = tf.autograph.experimental.do_not_convert(process)
+    sentinel = tf.autograph.experimental.do_not_convert(sentinel)
+
+    @tf.autograph.experimental.do_not_convert
+    def register(shard, rec, local, serialized):
+        key = tf.cast(shard, tf.int64) * shift + rec
+        with tf.control_dependencies([pending.insert(tf.reshape(local, [1]), tf.reshape(key, [1]))]):
+            return shard, rec, tf.identity(local), serialized
+
+    @tf.autograph.experimental.do_not_convert
+    def run(shard, rec, local, serialized):
+        return {**process(shard, rec, local, serialized), "_local": local,
+                "_end": tf.constant(False)}
+
+    end = {**sentinel(tf.constant(0, tf.int32), tf.constant(0, tf.int64),
+                      tf.constant(0, tf.int64), tf.constant(b"")),
+           "_local": tf.constant(-1, tf.int64), "_end": tf.constant(True)}
+    out = ds.map(register).map(run, num_parallel_calls=parallel, deterministic=True)
+    out = out.ignore_errors().concatenate(tf.data.Dataset.from_tensors(end))
+
+    @tf.autograph.experimental.do_not_convert
+    def step(expected: tf.Tensor, elem: dict[str, tf.Tensor]):
+        local = elem["_local"]
+        missing = tf.cond(elem["_end"],
+                          lambda: tf.sort(pending.export()[0]),
+                          lambda: tf.range(expected, local, dtype=tf.int64))
+        keys = pending.lookup(missing)
+        shard_ids = tf.cast(keys // shift, tf.int32)
+        records = keys % shift
+        shard_paths = tf.gather(paths, tf.maximum(shard_ids, 0))
+        msgs = tf.strings.join(["tfpipe: bad record ", tf.strings.as_string(records),
+                                " in shard ", shard_paths, f" (pipeline.on_error={policy})"])
+        any_missing = tf.size(missing) > 0
+        if policy == "raise":
+            check = tf.debugging.Assert(tf.logical_not(any_missing),
+                                        [tf.strings.reduce_join(msgs, separator="\n")],
+                                        summarize=1)
+            deps = [check]
+        else:
+            def log_and_count() -> tf.Tensor:
+                table = _table()
+                uniq, _, counts = tf.unique_with_counts(shard_paths)
+                printed = tf.print(tf.strings.reduce_join(msgs + "; skipped", separator="\n"),
+                                   output_stream=sys.stderr)
+                with tf.control_dependencies([printed]):
+                    new = table.lookup(uniq) + tf.cast(counts, tf.int64)
+                with tf.control_dependencies([table.insert(uniq, new)]):
+                    return tf.constant(True)
+            deps = [tf.cond(any_missing, log_and_count, lambda: tf.constant(False))]
+        with tf.control_dependencies(deps):
+            done = tf.concat([missing, tf.reshape(local, [1])], 0)
+            removed = pending.remove(done)
+        with tf.control_dependencies([removed]):
+            return local + 1, dict(elem)
+
+    out = out.scan(tf.constant(0, tf.int64), step)
+    return out.filter(lambda e: tf.logical_not(e["_end"])).map(
+        lambda e: {k: v for k, v in e.items() if k not in ("_end", "_local")})

@@ -1,0 +1,181 @@
+"""Micro-benchmark of the tfpipe imagenet train path: L1 decode variants, options, overheads.
+
+Every variant in ONE process, measured in alternating rounds; each figure is
+images/s and its ratio to full `decode_jpeg` measured in the same round (the
+machine is shared and noisy: compare ratios, not absolute numbers).
+
+    .venv/bin/python benchmarks/l1_bench.py --images 512 --rounds 3 --steps 6
+
+Data: JPEG q90 crops (~460x390) of the photos bundled with scikit-image /
+scikit-learn (`tfpipe.sample_data.make_jpeg_bytes`), 4 plain TFRecord shards.
+Batch 64 of 224x224x3; the tfpipe variants run RRC + flip + brightness +
+contrast + normalize (float32 out) unless the name says otherwise.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import tempfile
+import time
+from pathlib import Path
+from typing import Callable
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+import tensorflow as tf  # noqa: E402
+
+BATCH = 64
+SIZE = (224, 224)
+
+
+def make_data(root: Path, n: int) -> str:
+    from tfpipe.sample_data import make_jpeg_bytes
+
+    jpegs = make_jpeg_bytes(n, seed=0)
+    for s in range(4):
+        with tf.io.TFRecordWriter(str(root / f"train-{s:05d}-of-00004.tfrecord")) as w:
+            for i in range(s, n, 4):
+                ex = tf.train.Example(features=tf.train.Features(feature={
+                    "image/encoded": tf.train.Feature(bytes_list=tf.train.BytesList(value=[jpegs[i]])),
+                    "image/format": tf.train.Feature(bytes_list=tf.train.BytesList(value=[b"jpeg"])),
+                    "image/class/label": tf.train.Feature(int64_list=tf.train.Int64List(value=[i % 10])),
+                }))
+                w.write(ex.SerializeToString())
+    return str(root / "train-*.tfrecord")
+
+
+def _records(glob: str) -> tf.data.Dataset:
+    files = sorted(tf.io.gfile.glob(glob))
+    return tf.data.Dataset.from_tensor_slices(files).interleave(
+        tf.data.TFRecordDataset, cycle_length=4, num_parallel_calls=4, deterministic=True)
+
+
+def _encoded(x: tf.Tensor) -> tf.Tensor:
+    return tf.io.parse_single_example(
+        x, {"image/encoded": tf.io.FixedLenFeature([], tf.string)})["image/encoded"]
+
+
+def _window(enc: tf.Tensor) -> tf.Tensor:
+    from tfpipe.augment import sample_crop_window
+
+    shape = tf.io.extract_jpeg_shape(enc)
+    return tf.stack(sample_crop_window(tf.constant([1, 2], tf.int64), shape[0], shape[1],
+                                       (0.08, 1.0), (0.75, 4 / 3)))
+
+
+def raw_variants(glob: str) -> dict[str, Callable[[], tf.data.Dataset]]:
+    npc = 8  # PERF-NOTES: fixed 8 beat AUTOTUNE on this box
+
+    def decode_only() -> tf.data.Dataset:
+        return _records(glob).map(
+            lambda x: tf.shape(tf.io.decode_jpeg(_encoded(x), channels=3))[0],
+            num_parallel_calls=npc).batch(BATCH)
+
+    def decode_and_crop() -> tf.data.Dataset:
+        def f(x):
+            enc = _encoded(x)
+            return tf.shape(tf.io.decode_and_crop_jpeg(enc, _window(enc), channels=3))[0]
+        return _records(glob).map(f, num_parallel_calls=npc).batch(BATCH)
+
+    def decode_and_crop_resize() -> tf.data.Dataset:
+        def f(x):
+            enc = _encoded(x)
+            return tf.image.resize(tf.io.decode_and_crop_jpeg(enc, _window(enc), channels=3), SIZE)
+        return _records(glob).map(f, num_parallel_calls=npc).batch(BATCH)
+
+    return {"full decode_jpeg only": decode_only,
+            "decode_and_crop_jpeg only": decode_and_crop,
+            "decode_and_crop + resize": decode_and_crop_resize}
+
+
+def tfpipe_variants(glob: str, only_default: bool) -> dict[str, Callable[[], tf.data.Dataset]]:
+    from tfpipe.pipeline import build_pipeline
+
+    def cfg(**over: object) -> dict:
+        base: dict = {
+            "seed": 0,
+            "data": {"path": glob, "image_size": list(SIZE), "num_classes": 10},
+            "pipeline": {"batch_size": BATCH, "shuffle_buffer": 1024},
+            "augment": {"geometry": {"random_resized_crop": {"scale": [0.08, 1.0],
+                                                             "ratio": [0.75, 4 / 3]},
+                                     "flip": {"horizontal": True, "p": 0.5}},
+                        "pixel": {"brightness": {"max_delta": 0.4},
+                                  "contrast": {"lower": 0.6, "upper": 1.4}}},
+        }
+        for key, value in over.items():
+            section, leaf = key.split("__")
+            base[section][leaf] = value
+        return base
+
+    out = {"tfpipe imagenet (defaults)": lambda: build_pipeline(cfg())}
+    if only_default:
+        return out
+    out.update({
+        "tfpipe npc=2 (= AUTOTUNE cap here)": lambda: build_pipeline(cfg(pipeline__num_parallel_calls=2)),
+        "tfpipe npc=8": lambda: build_pipeline(cfg(pipeline__num_parallel_calls=8)),
+        "tfpipe uint8 output (normalize on device)": lambda: build_pipeline(cfg(data__output_dtype="uint8")),
+        "tfpipe geometry only (no L3)": lambda: build_pipeline(
+            cfg(augment__pixel={})),
+        "tfpipe without error isolation": _without_isolation(lambda: build_pipeline(cfg())),
+    })
+    return out
+
+
+def _without_isolation(build: Callable[[], tf.data.Dataset]) -> Callable[[], tf.data.Dataset]:
+    """Same pipeline with a plain parallel map in place of the per-record isolation."""
+    def plain(ds, process, sentinel, files, policy, parallel, deterministic=True):
+        return ds.map(process, num_parallel_calls=parallel, deterministic=deterministic)
+
+    def run() -> tf.data.Dataset:
+        import tfpipe.pipeline._build as B
+
+        saved, B.isolate = B.isolate, plain
+        try:
+            return build()
+        finally:
+            B.isolate = saved
+    return run
+
+
+def measure(build: Callable[[], tf.data.Dataset], steps: int, warmup: int = 2) -> float:
+    it = iter(build().repeat())
+    for _ in range(warmup):
+        next(it)
+    t = time.perf_counter()
+    for _ in range(steps):
+        next(it)
+    return steps * BATCH / (time.perf_counter() - t)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--images", type=int, default=512)
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--steps", type=int, default=6)
+    ap.add_argument("--quick", action="store_true", help="only decode-only vs tfpipe defaults")
+    args = ap.parse_args()
+    with tempfile.TemporaryDirectory(prefix="l1bench-") as tmp:
+        glob = make_data(Path(tmp), args.images)
+        variants = {**raw_variants(glob), **tfpipe_variants(glob, args.quick)}
+        if args.quick:
+            variants = {k: v for k, v in variants.items() if k.startswith(("full", "tfpipe"))}
+        ratios: dict[str, list[float]] = {k: [] for k in variants}
+        speeds: dict[str, list[float]] = {k: [] for k in variants}
+        for r in range(args.rounds):
+            base = None
+            for name, build in variants.items():
+                ips = measure(build, args.steps)
+                base = ips if base is None else base
+                speeds[name].append(ips)
+                ratios[name].append(ips / base)
+                print(f"round {r}: {name:45s} {ips:8.1f} img/s  {ips / base:5.2f}x", flush=True)
+        print("\n| variant | img/s (median) | x decode-only (range) |\n|---|---|---|")
+        for name in variants:
+            lo, hi = min(ratios[name]), max(ratios[name])
+            print(f"| {name} | {statistics.median(speeds[name]):.0f} | {lo:.2f}-{hi:.2f} |")
+
+
+if __name__ == "__main__":
+    main()
