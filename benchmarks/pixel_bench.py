@@ -12,7 +12,10 @@ decode/read are excluded so only the pixel work is compared:
                         adjust_brightness -> adjust_contrast -> normalize on the batch
   tfpipe color_affine   same draws, then ONE fused color_affine on the uint8 batch
   color_affine/sample   the fused kernel inside the per-sample map (uint8 in, cache-sized)
-  (+ saturation)        color_affine preceded by adjust_saturation on the batch
+  XLA                   the batch-mode function wrapped in tfpipe.augment.xla
+                        (tf.function(jit_compile=True)): XLA fuses the elementwise passes
+  + saturation          the same with saturation (0.6..1.4): tf.image per sample; tfpipe
+                        adjust_saturation on the uint8 batch, or per sample (uint8) before batching
 
 Ratios to the first variant are the figures to trust (the machine is shared).
 """
@@ -47,16 +50,32 @@ def _base(images: np.ndarray) -> tf.data.Dataset:
     return ds.enumerate().map(lambda i, x: (tf.stack([tf.constant(0, tf.int64), i]), x))
 
 
-def per_sample_tfimage(images, batch):
+def per_sample_tfimage(images, batch, saturation=False):
     mean, std = tf.constant(MEAN), tf.constant(STD)
 
     def f(seed, x):
-        s = tf.random.experimental.stateless_split(seed, 2)
+        s = tf.random.experimental.stateless_split(seed, 3)
         x = tf.image.convert_image_dtype(x, tf.float32)
         x = tf.image.stateless_random_brightness(x, 0.4, s[0])
         x = tf.image.stateless_random_contrast(x, 0.6, 1.4, s[1])
+        if saturation:
+            x = tf.image.stateless_random_saturation(x, 0.6, 1.4, s[2])
         return (x - mean) / std
     return _base(images).map(f, num_parallel_calls=NPC).batch(batch)
+
+
+def per_sample_tfimage_saturation(images, batch):
+    return per_sample_tfimage(images, batch, saturation=True)
+
+
+def tfpipe_saturation_per_sample(images, batch):
+    def g(seed, x):
+        x, d, c, s = _draw(seed, x)
+        return A.adjust_saturation(x, s), d, c
+
+    def f(x, d, c):
+        return A.color_affine(x, d, c, MEAN, STD)
+    return _base(images).map(g, num_parallel_calls=NPC).batch(batch).map(f, num_parallel_calls=2)
 
 
 def _draw(seed, x):
@@ -70,9 +89,28 @@ def tfpipe_unfused(images, batch):
     return _base(images).map(_draw, num_parallel_calls=NPC).batch(batch).map(f, num_parallel_calls=2)
 
 
-def tfpipe_fused(images, batch):
+def tfpipe_fused(images, batch, jit=False):
     def f(x, d, c, s):
         return A.color_affine(x, d, c, MEAN, STD)
+    f = A.xla(f) if jit else f
+    return _base(images).map(_draw, num_parallel_calls=NPC).batch(batch).map(f, num_parallel_calls=2)
+
+
+def tfpipe_fused_xla(images, batch):
+    return tfpipe_fused(images, batch, jit=True)
+
+
+def tfpipe_unfused_xla(images, batch):
+    @A.xla
+    def f(x, d, c, s):
+        return A.normalize(A.adjust_contrast(A.adjust_brightness(x, d), c), MEAN, STD)
+    return _base(images).map(_draw, num_parallel_calls=NPC).batch(batch).map(f, num_parallel_calls=2)
+
+
+def tfpipe_saturation_xla(images, batch):
+    @A.xla
+    def f(x, d, c, s):
+        return A.color_affine(A.adjust_saturation(x, s), d, c, MEAN, STD)
     return _base(images).map(_draw, num_parallel_calls=NPC).batch(batch).map(f, num_parallel_calls=2)
 
 
@@ -112,7 +150,12 @@ def main() -> None:
                 ("tfpipe unfused, batch mode", tfpipe_unfused),
                 ("tfpipe color_affine, batch mode", tfpipe_fused),
                 ("tfpipe color_affine, per sample", tfpipe_fused_per_sample),
-                ("tfpipe saturation + color_affine", tfpipe_fused_saturation)]
+                ("tfpipe unfused, batch, XLA", tfpipe_unfused_xla),
+                ("tfpipe color_affine, batch, XLA", tfpipe_fused_xla),
+                ("tf.image per sample + saturation", per_sample_tfimage_saturation),
+                ("tfpipe saturation + color_affine, batch", tfpipe_fused_saturation),
+                ("tfpipe saturation/sample + c_a batch", tfpipe_saturation_per_sample),
+                ("tfpipe saturation + color_affine, XLA", tfpipe_saturation_xla)]
     results: dict[str, list[float]] = {name: [] for name, _ in variants}
     for _ in range(args.rounds):  # interleaved rounds: load drifts hit every variant
         for name, build in variants:
@@ -121,7 +164,7 @@ def main() -> None:
     print(f"size {args.size}x{args.size}, batch {args.batch}, float32 normalized output")
     for name, _ in variants:
         r = float(np.median(results[name]))
-        print(f"{name:36s} {r:9.0f} img/s   x{r / ref:5.2f}")
+        print(f"{name:40s} {r:9.0f} img/s   x{r / ref:5.2f}")
 
 
 if __name__ == "__main__":

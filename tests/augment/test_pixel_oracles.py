@@ -286,3 +286,20 @@ def test_bad_arguments(photo_uint8):
         C.random_contrast(np.stack([photo_uint8] * 2), [1, 2], 0.5, 1.5)
     with pytest.raises(ValueError, match="random_erasing.value"):
         P.random_erasing(photo_uint8, [1, 2], value="noise")
+
+
+def test_xla_compiled_batch_chain_matches(photos_uint8):
+    """The opt-in XLA path (augment.xla) gives the plain kernels' result to float rounding."""
+    batch = tf.constant(np.stack(photos_uint8))
+    d, c, s = tf.constant([0.1, -0.2, 0.0]), tf.constant([1.2, 0.8, 1.0]), tf.constant([0.5, 1.5, 1.0])
+
+    def chain(x, d, c, s):
+        return C.color_affine(C.adjust_saturation(x, s), d, c, MEAN, STD)
+
+    plain = chain(batch, d, c, s)
+    fused = C.xla(chain)(batch, d, c, s)
+    # one uint8 level of the saturation step, after normalization, at most
+    assert _maxdiff(fused, plain) <= 1.0 / 255.0 / min(STD) + 1e-5
+    assert np.mean(np.abs(fused.numpy() - plain.numpy()) < 1e-5) > 0.99
+    ds = tf.data.Dataset.from_tensors((batch, d, c, s)).map(C.xla(chain))
+    np.testing.assert_array_equal(next(iter(ds)), fused)

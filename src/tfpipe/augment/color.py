@@ -36,7 +36,7 @@ __all__ = [
     "adjust_gamma", "sample_gamma", "random_gamma",
     "enhance_brightness", "enhance_contrast", "enhance_color",
     "normalize", "color_affine", "sample_color_affine", "Normalize",
-    "sample_apply",
+    "sample_apply", "xla",
 ]
 
 
@@ -159,6 +159,18 @@ def _check_range(name: str, lower: float, upper: float, minimum: float = 0.0,
         op = ">" if strict else ">="
         raise ValueError(f"{name}: need {minimum} {'<' if strict else '<='} lower <= upper "
                          f"(lower {op} {minimum}), got lower={lower}, upper={upper}")
+
+
+def xla(fn: Callable) -> Callable:
+    """`tf.function(fn, jit_compile=True)`: XLA fuses a batch-mode chain of
+    elementwise kernels (e.g. saturation + color_affine) into one loop over memory.
+
+    Works inside `tf.data.Dataset.map` on CPU; about 3x faster than the same ops
+    unfused on this machine (docs/performance.md, "Augmentation ops"). Opt-in:
+    XLA's float rounding can differ from the plain kernels by ~1 ulp (and may
+    differ between CPU types), and `adjust_jpeg_quality` cannot be compiled.
+    """
+    return tf.function(fn, jit_compile=True, autograph=False)
 
 
 # --------------------------------------------------------------------------- brightness
