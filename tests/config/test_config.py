@@ -161,6 +161,8 @@ def test_mapping_input_and_yaml_text_shorthand(tmp_path: Path) -> None:
     cfg = load_config({"base": "cifar", "augment": {"pixel": {"grayscale": None, "equalize": True}}})
     assert [op.name for op in cfg.augment.active("pixel")] == ["grayscale", "equalize"]
     assert cfg.augment.pixel["grayscale"].params == {}
+    again = load_config(cfg, {"seed": 4})
+    assert again.seed == 4 and again.augment == cfg.augment and cfg.seed == 0
     bare = load_config(_write(tmp_path, "seed: 1\n"))
     assert bare.augment.ops("geometry") == [] and bare.pipeline.batch_size == 64
 

@@ -207,14 +207,17 @@ def apply_overrides(raw: dict[str, Any], overrides: Mapping[str, Any]) -> dict[s
     return out
 
 
-def load_config(name_or_path: str | os.PathLike[str] | Mapping[str, Any],
+def load_config(name_or_path: str | os.PathLike[str] | Mapping[str, Any] | Config,
                 overrides: Mapping[str, Any] | None = None) -> Config:
     """A validated `Config` from a preset name, a YAML path or a mapping.
 
     `base: NAME` (preset or path, relative to the file) is deep-merged under the
     file; `overrides` are dotted keys whose string values parse as YAML scalars.
     Raises `ConfigError` listing every problem, one `key.path: ...` per line.
+    A `Config` passes through (a validated copy, with `overrides` applied).
     """
+    if isinstance(name_or_path, Config):
+        name_or_path = name_or_path.to_dict()
     if isinstance(name_or_path, Mapping):
         raw = dict(copy.deepcopy(name_or_path))
         base = raw.pop("base", None)
