@@ -111,7 +111,7 @@ class SweepResult:
         ax.bar(range(len(labels)), med, yerr=[lo, hi], capsize=3, color=colors)
         ax.set_xticks(range(len(labels)))
         ax.set_xticklabels(labels, rotation=35, ha="right", fontsize=8)
-        ax.set_ylabel("elements/s (median, bar = min-max)")
+        ax.set_ylabel("elements/s\n(median; bar: min-max)", fontsize=9)
         ax.set_title(title or f"sweep over {', '.join(self.keys)}", fontsize=10)
         ax.grid(axis="y", alpha=0.3)
         fig.tight_layout()

@@ -81,6 +81,9 @@ def command(config: str, sets: tuple[str, ...], split: str, steps: int, warmup: 
 
     if plot_path and not sweeps:
         raise click.UsageError("--plot needs --sweep (it charts the sweep's settings)")
+    if sweeps and (stages or model_path or baseline or tb_dir):
+        raise click.UsageError("--sweep runs on its own: drop --stages / --model / --baseline "
+                               "/ --tensorboard, or run them separately")
     console = Console(stderr=as_json)
     out: dict[str, Any] = {}
     try:
@@ -136,9 +139,10 @@ def _run(config: str, sets: list[str], split: str, steps: int, warmup: int, stag
         from tfpipe.bench.baselines import naive_from_config
 
         naive, spec = naive_from_config(cfg, split=split)
-        # Alternate (tfpipe, naive) twice so machine drift hits both alike.
-        ours = [result, bench.measure(build_from(cfg, split=split), warmup=warmup, steps=steps)]
-        theirs = [bench.measure(naive, warmup=warmup, steps=steps) for _ in range(2)]
+        # Alternate tfpipe, naive, tfpipe, naive so machine drift hits both alike.
+        ours, theirs = [result], [bench.measure(naive, warmup=warmup, steps=steps)]
+        ours.append(bench.measure(build_from(cfg, split=split), warmup=warmup, steps=steps))
+        theirs.append(bench.measure(naive, warmup=warmup, steps=steps))
         result = max(ours, key=lambda r: r.elements_per_s)
         slow = max(theirs, key=lambda r: r.elements_per_s)
         ratio_lo = min(o.elements_per_s / t.elements_per_s for o, t in zip(ours, theirs))
