@@ -25,6 +25,7 @@ from tfpipe.errors import ConfigError
 from tfpipe.pipeline._decode import decode_full, decode_window, resize_uint8
 from tfpipe.pipeline._settings import Op, Settings
 from tfpipe.pipeline._source import IMAGE_KEY, LABEL_KEY
+from tfpipe.pipeline.fast import FusedPixel, fusable
 
 PIXEL_BASE = 1000
 ENABLE_OP = 0x656E61626C65  # "enable"
@@ -128,7 +129,8 @@ class Classify:
         self.geometry = s.active("geometry") if train else []
         self.pixel = s.active("pixel") if train else []
         self.batch_ops = s.active("batch") if train else []
-        self.pixel_fns = [pixel_fn(op) for op in self.pixel]
+        self.fused = FusedPixel(self.pixel, s.mean, s.std) if fusable(self.pixel) else None
+        self.pixel_fns = [] if self.fused else [pixel_fn(op) for op in self.pixel]
         # resolved here, not inside the traced functions (autograph would trace importlib)
         self.normalize, self.to_one_hot = aug("normalize"), aug("to_one_hot")
         self.mixers = [aug(op.name) for op in self.batch_ops]
@@ -209,9 +211,7 @@ class Classify:
                 image = tf.cond(enabled, lambda: self.train_image(encoded, sseed),
                                 lambda: self.eval_image(encoded))
             out["_enabled"] = enabled
-            if self.pixel:
-                out["_pseeds"] = tf.stack([seeds.op_seed(sseed, PIXEL_BASE + j)
-                                           for j in range(len(self.pixel))])
+            out.update(self.pixel_fields(sseed))
         else:
             image = self.eval_image(encoded)
         h, w = self.s.image_size
@@ -226,8 +226,7 @@ class Classify:
                "image": tf.zeros([h, w, self.s.channels], tf.uint8)}
         if self.train and (self.geometry or self.pixel or self.batch_ops):
             out["_enabled"] = tf.constant(False)
-            if self.pixel:
-                out["_pseeds"] = tf.zeros([len(self.pixel), 2], tf.int64)
+            out.update(self.pixel_fields(None))
         return out
 
     # ------------------------------------------------------------------ batch, L3, L4
@@ -239,38 +238,74 @@ class Classify:
         s = self.s
         images = batch["image"]  # uint8
         labels: tf.Tensor = batch["label"]
-        float_out = s.output_dtype == "float32"
         if s.one_hot:
             if not num_classes:
                 raise ConfigError("data.num_classes: needed for one-hot labels (label_format "
                                   "one_hot, mixup or cutmix) and the manifest has no class names")
             labels = self.to_one_hot(labels, int(num_classes))
-        augmenting = bool(self.pixel or self.batch_ops)
-        x = images
-        if float_out and self.pixel:
-            x = tf.cast(images, tf.float32) * (1.0 / 255.0)  # L3 in float: no rounding per op
-        if augmenting:
-            enabled = batch["_enabled"][0]
-
-            def augment_batch(x: tf.Tensor, labels: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
-                for j, fn in enumerate(self.pixel_fns):
-                    x = fn(x, batch["_pseeds"][:, j])
-                bseed = seeds.batch_seed(self.es, global_batch)
-                for k, op in enumerate(self.batch_ops):
-                    kseed = seeds.op_seed(bseed, k)
-                    alpha = float(op.params.get("alpha", 0.2 if op.name == "mixup" else 1.0))
-                    mix = self.mixers[k]
-                    x, labels = mix(x, labels, kseed, alpha, op.p)
-                return x, labels
-
-            if s.enable_rate >= 1.0:
-                x, labels = augment_batch(x, labels)
-            else:
-                x, labels = tf.cond(enabled, lambda: augment_batch(x, labels),
-                                    lambda: (x, labels))
-        if float_out:
-            x = self.normalize(x, list(s.mean), list(s.std))
+        x, labels = self.augment_batch(batch, images, labels, global_batch)
         out = {"image": x, "label": labels}
         if keep_index:
             out["index"] = batch["_index"]
         return out
+
+    def pixel_fields(self, sseed: tf.Tensor | None) -> dict[str, tf.Tensor]:
+        """Per-sample L3 inputs carried to the batch: drawn params (fused) or op seeds.
+        `sseed=None` gives placeholders of the same structure (sentinels)."""
+        n = len(self.pixel)
+        if not n:
+            return {}
+        if sseed is None:
+            if self.fused:
+                return {"_pparams": tf.zeros([n], tf.float32), "_papply": tf.zeros([n], tf.bool)}
+            return {"_pseeds": tf.zeros([n, 2], tf.int64)}
+        pseeds = tf.stack([seeds.op_seed(sseed, PIXEL_BASE + j) for j in range(n)])
+        if self.fused:
+            params, apply = self.fused.sample(pseeds)
+            return {"_pparams": params, "_papply": apply}
+        return {"_pseeds": pseeds}
+
+    def l3(self, batch: dict[str, tf.Tensor], images: tf.Tensor, normalize: bool
+           ) -> tuple[tf.Tensor, bool]:
+        """Batched L3 on uint8 `images`; returns (x, normalized). x is float32 [0,1]
+        (or normalized) for float32 output, uint8 for uint8 output."""
+        float_out = self.s.output_dtype == "float32"
+        if self.fused:
+            norm = normalize and float_out
+            return self.fused(images, batch["_pparams"], batch["_papply"],
+                              to_float=float_out, normalize=norm), norm
+        x = tf.cast(images, tf.float32) * (1.0 / 255.0) if float_out else images
+        for j, fn in enumerate(self.pixel_fns):
+            x = fn(x, batch["_pseeds"][:, j])
+        return x, False
+
+    def augment_batch(self, batch: dict[str, tf.Tensor], images: tf.Tensor, labels: tf.Tensor,
+                      global_batch: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+        """L3 (batched) -> L4 -> normalize; gated per batch by augment.enable_rate."""
+        s = self.s
+        float_out = s.output_dtype == "float32"
+
+        def plain() -> tuple[tf.Tensor, tf.Tensor]:
+            x = self.normalize(images, list(s.mean), list(s.std)) if float_out else images
+            return x, labels
+
+        if not (self.pixel or self.batch_ops):
+            return plain()
+
+        def augmented() -> tuple[tf.Tensor, tf.Tensor]:
+            x, y, normalized = images, labels, False
+            if self.pixel:
+                x, normalized = self.l3(batch, images, normalize=not self.batch_ops)
+            elif float_out:
+                x = tf.cast(images, tf.float32) * (1.0 / 255.0)
+            bseed = seeds.batch_seed(self.es, global_batch)
+            for k, op in enumerate(self.batch_ops):
+                alpha = float(op.params.get("alpha", 0.2 if op.name == "mixup" else 1.0))
+                x, y = self.mixers[k](x, y, seeds.op_seed(bseed, k), alpha, op.p)
+            if float_out and not normalized:
+                x = self.normalize(x, list(s.mean), list(s.std))
+            return x, y
+
+        if s.enable_rate >= 1.0:
+            return augmented()
+        return tf.cond(batch["_enabled"][0], augmented, plain)

@@ -135,9 +135,7 @@ class Detect(Classify):
                 image, m, hw = tf.cond(enabled, lambda: self._geometry(image, sseed),
                                        lambda: self._geometry(image, None))
             out["_enabled"] = enabled
-            if self.pixel:
-                out["_pseeds"] = tf.stack([seeds.op_seed(sseed, 1000 + j)
-                                           for j in range(len(self.pixel))])
+            out.update(self.pixel_fields(sseed))
         else:
             image, m, hw = self._geometry(image, None)
         boxes, keep = augment.transform_boxes(boxes, m, hw, self.s.image_size)
@@ -157,8 +155,7 @@ class Detect(Classify):
                "image": tf.zeros([h, w, self.s.channels], tf.uint8)}
         if self.train and (self.geometry or self.pixel or self.batch_ops):
             out["_enabled"] = tf.constant(False)
-            if self.pixel:
-                out["_pseeds"] = tf.zeros([len(self.pixel), 2], tf.int64)
+            out.update(self.pixel_fields(None))
         return out
 
     def compose(self, batch: dict[str, tf.Tensor], global_batch: tf.Tensor,
@@ -166,15 +163,15 @@ class Detect(Classify):
         s = self.s
         float_out = s.output_dtype == "float32"
         x = batch["image"]
-        if float_out and self.pixel:
-            x = tf.cast(x, tf.float32) * (1.0 / 255.0)
         b, c, n = batch["boxes"], batch["classes"], batch["num_boxes"]
         weights = tf.cast(tf.range(s.max_boxes)[None, :] < n[:, None], tf.float32)
         mixup = any(op.name == "mixup" for op in self.batch_ops)
 
         def augment_batch(x, b, c, n, weights):
-            for j, fn in enumerate(self.pixel_fns):
-                x = fn(x, batch["_pseeds"][:, j])
+            if self.pixel:
+                x, _ = self.l3(batch, x, normalize=False)
+            elif float_out:
+                x = tf.cast(x, tf.float32) * (1.0 / 255.0)
             bseed = seeds.batch_seed(self.es, global_batch)
             for k, op in enumerate(self.batch_ops):
                 kseed = seeds.op_seed(bseed, k)
@@ -193,7 +190,8 @@ class Detect(Classify):
             else:
                 x, b, c, n, weights = tf.cond(
                     batch["_enabled"][0], lambda: augment_batch(x, b, c, n, weights),
-                    lambda: (x, b, c, n, weights))
+                    lambda: (tf.cast(x, tf.float32) * (1.0 / 255.0) if float_out else x,
+                             b, c, n, weights))
         if float_out:
             x = self.normalize(x, list(s.mean), list(s.std))
         out = {"image": x, "boxes": b, "classes": c, "num_boxes": n}
