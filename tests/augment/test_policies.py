@@ -103,3 +103,34 @@ def test_bad_arguments(photo_uint8):
         Q.randaugment(photo_uint8, [1, 2], num_ops=0)
     with pytest.raises(ValueError, match="policy"):
         Q.policy_levels("autoaugment")
+
+
+# every op of the config table (docs/architecture.md) with example params
+CONFIG_PARAMS = {
+    "brightness": {"max_delta": 0.3}, "contrast": {"lower": 0.6, "upper": 1.4},
+    "saturation": {"lower": 0.6, "upper": 1.4}, "hue": {"max_delta": 0.1}, "grayscale": {},
+    "gamma": {"lower": 0.7, "upper": 1.5}, "gaussian_noise": {"stddev": 0.05},
+    "speckle_noise": {"stddev": 0.1}, "gaussian_blur": {"sigma": [0.5, 2.0], "kernel_size": 5},
+    "sharpen": {"lower": 0.5, "upper": 2.0},
+    "random_erasing": {"scale": [0.05, 0.2], "ratio": [0.5, 2.0], "value": "random"},
+    "posterize": {"bits": 4}, "solarize": {"threshold": 0.6}, "equalize": {}, "autocontrast": {},
+    "jpeg_quality": {"lower": 30, "upper": 90}, "channel_shuffle": {},
+    "randaugment": {"num_ops": 2, "magnitude": 9}, "trivialaugment": {},
+}
+
+
+def test_config_table_draw_per_sample_apply_per_batch(photos_uint8):
+    """The pipeline's pattern: draw per sample in a map, batch, apply the kernel once."""
+    assert set(Q.PIXEL_OPS) == set(CONFIG_PARAMS)
+    images = np.stack(photos_uint8)
+    seeds = tf.constant([[i, 5] for i in range(3)], tf.int64)
+    for name, params in CONFIG_PARAMS.items():
+        op = Q.pixel_op(name)
+        ds = tf.data.Dataset.from_tensor_slices((images, seeds))
+        ds = ds.map(lambda x, s: (x, op.sample(s, x.shape, **params))).batch(3)
+        ds = ds.map(lambda x, drawn: op.kernel(x, drawn, **params))
+        batched = next(iter(ds)).numpy()
+        for i in range(3):
+            np.testing.assert_array_equal(batched[i], op.random(images[i], seeds[i], **params), name)
+    with pytest.raises(ValueError, match="allowed: brightness"):
+        Q.pixel_op("blur")

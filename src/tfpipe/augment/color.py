@@ -36,7 +36,7 @@ __all__ = [
     "adjust_gamma", "sample_gamma", "random_gamma",
     "enhance_brightness", "enhance_contrast", "enhance_color",
     "normalize", "color_affine", "sample_color_affine", "Normalize",
-    "sample_apply", "xla",
+    "sample_apply", "maybe_apply", "xla",
 ]
 
 

@@ -20,6 +20,8 @@ op per image, not every op on every image.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
+from typing import Callable
 
 import numpy as np
 import tensorflow as tf
@@ -29,7 +31,7 @@ from tfpipe.augment.color import ALG, _check_image, _seed, per_seed
 from tfpipe.augment.geometry import affine
 
 __all__ = ["POLICY_OPS", "sample_policy", "apply_policy", "randaugment", "trivialaugment",
-           "policy_levels"]
+           "policy_levels", "PixelOp", "PIXEL_OPS", "pixel_op"]
 
 POLICY_OPS = ("identity", "shear_x", "shear_y", "translate_x", "translate_y", "rotate",
               "brightness", "color", "contrast", "sharpness", "posterize", "solarize",
@@ -202,3 +204,103 @@ def randaugment(image, seed, num_ops: int = 2, magnitude: int = 9, p: float = 1.
 def trivialaugment(image, seed, p: float = 1.0) -> tf.Tensor:
     """TrivialAugment wide (Müller & Hutter 2021): one op, magnitude bin uniform in 0..30."""
     return _policy(image, seed, "trivialaugment", 1, None, p)
+
+
+# --------------------------------------------------------------------------- config op table
+@dataclass(frozen=True)
+class PixelOp:
+    """One L3 op of the config table (docs/architecture.md), split for batch mode.
+
+    `sample(seed, image_shape, **params)` draws the per-sample parameters
+    (seed [2] -> one sample's, seeds [B,2] -> stacked), `kernel(image, drawn,
+    **params)` applies them to an image or a whole batch. The pipeline draws in
+    the per-sample map, batches the drawn values with the (uint8) images, and
+    calls `kernel` once per batch. `random(image, seed, p=1.0, **params)` does
+    both at once (same result as the matching `random_*` function).
+    """
+
+    name: str
+    sample: Callable
+    kernel: Callable
+
+    def random(self, image, seed, p: float = 1.0, **params) -> tf.Tensor:
+        image = _check_image(image)
+        shape = image.shape[-3:] if image.shape[-3:].is_fully_defined() else tf.shape(image)[-3:]
+        return color.random_op(image, seed, p, lambda s: self.sample(s, shape, **params),
+                               lambda im, drawn: self.kernel(im, drawn, **params))
+
+
+def _channels(shape) -> int:
+    """Static channel count from an image shape (list, TensorShape or constant tensor)."""
+    value = shape[-1] if not isinstance(shape, tf.Tensor) else tf.get_static_value(shape)
+    value = value[-1] if isinstance(shape, tf.Tensor) and value is not None else value
+    if value is None:
+        raise ValueError("channel_shuffle needs a static channel count; pass image.shape")
+    return int(value)
+
+
+def _nothing(seed, shape, **_):
+    # parameter-free ops still emit one (ignored) value per sample, so a drawn
+    # batch has the same structure for every op
+    return per_seed(seed, lambda s: tf.zeros([], tf.float32))
+
+
+def _erasing_sample(seed, shape, scale=(0.02, 0.33), ratio=(0.3, 3.3), value=0.0):
+    if value == "random":
+        seed = _seed(seed)
+        box_seed, value_seed = color._split(seed)
+        return (pixel.sample_erasing(box_seed, shape[0], shape[1], scale, ratio),
+                pixel.sample_noise(value_seed, shape, "uniform"))
+    return pixel.sample_erasing(seed, shape[0], shape[1], scale, ratio)
+
+
+def _erasing_kernel(image, drawn, scale=None, ratio=None, value=0.0):
+    if value == "random":
+        return pixel.erase(image, drawn[0], drawn[1])
+    return pixel.erase(image, drawn, float(value))
+
+
+PIXEL_OPS: dict[str, PixelOp] = {op.name: op for op in [
+    PixelOp("brightness", lambda s, _, max_delta: color.sample_brightness(s, max_delta),
+            lambda im, d, **_: color.adjust_brightness(im, d)),
+    PixelOp("contrast", lambda s, _, lower, upper: color.sample_contrast(s, lower, upper),
+            lambda im, d, **_: color.adjust_contrast(im, d)),
+    PixelOp("saturation", lambda s, _, lower, upper: color.sample_saturation(s, lower, upper),
+            lambda im, d, **_: color.adjust_saturation(im, d)),
+    PixelOp("hue", lambda s, _, max_delta: color.sample_hue(s, max_delta),
+            lambda im, d, **_: color.adjust_hue(im, d)),
+    PixelOp("grayscale", _nothing, lambda im, d: color.to_grayscale(im)),
+    PixelOp("gamma", lambda s, _, lower, upper: color.sample_gamma(s, lower, upper),
+            lambda im, d, **_: color.adjust_gamma(im, d)),
+    PixelOp("gaussian_noise", lambda s, shape, stddev: pixel.sample_noise(s, shape),
+            lambda im, n, stddev: pixel.gaussian_noise(im, n, stddev)),
+    PixelOp("speckle_noise", lambda s, shape, stddev: pixel.sample_noise(s, shape),
+            lambda im, n, stddev: pixel.speckle_noise(im, n, stddev)),
+    PixelOp("gaussian_blur",
+            lambda s, _, sigma=(0.1, 2.0), kernel_size=5: pixel.sample_blur_sigma(s, *sigma),
+            lambda im, d, sigma=None, kernel_size=5: pixel.gaussian_blur(im, d, kernel_size)),
+    PixelOp("sharpen", lambda s, _, lower, upper: pixel.sample_sharpen(s, lower, upper),
+            lambda im, d, **_: pixel.sharpen(im, d)),
+    PixelOp("random_erasing", _erasing_sample, _erasing_kernel),
+    PixelOp("posterize", _nothing, lambda im, d, bits: pixel.posterize(im, bits)),
+    PixelOp("solarize", _nothing, lambda im, d, threshold: pixel.solarize(im, threshold)),
+    PixelOp("equalize", _nothing, lambda im, d: pixel.equalize(im)),
+    PixelOp("autocontrast", _nothing, lambda im, d: pixel.autocontrast(im)),
+    PixelOp("jpeg_quality", lambda s, _, lower, upper: pixel.sample_jpeg_quality(s, lower, upper),
+            lambda im, q, **_: pixel.adjust_jpeg_quality(im, q)),
+    PixelOp("channel_shuffle", lambda s, shape: pixel.sample_channel_permutation(s, _channels(shape)),
+            lambda im, perm: pixel.permute_channels(im, perm)),
+    PixelOp("randaugment",
+            lambda s, _, num_ops=2, magnitude=9: sample_policy(s, "randaugment", num_ops, magnitude),
+            lambda im, ops, **_: apply_policy(im, ops)),
+    PixelOp("trivialaugment", lambda s, _: sample_policy(s, "trivialaugment", 1, None),
+            lambda im, ops: apply_policy(im, ops)),
+]}
+
+
+def pixel_op(name: str) -> PixelOp:
+    """The `PixelOp` for a config name under `augment.pixel` (error lists the allowed names)."""
+    try:
+        return PIXEL_OPS[name]
+    except KeyError:
+        raise ValueError(f"augment.pixel: unknown op {name!r}; allowed: {', '.join(PIXEL_OPS)}") from None
