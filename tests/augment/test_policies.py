@@ -134,3 +134,18 @@ def test_config_table_draw_per_sample_apply_per_batch(photos_uint8):
             np.testing.assert_array_equal(batched[i], op.random(images[i], seeds[i], **params), name)
     with pytest.raises(ValueError, match="allowed: brightness"):
         Q.pixel_op("blur")
+
+
+def test_p_split_matches_random(photos_uint8):
+    from tfpipe.augment import color as C
+
+    images = np.stack(photos_uint8 * 3)  # 9 samples
+    seeds = tf.constant([[i, 8] for i in range(9)], tf.int64)
+    op = Q.pixel_op("contrast")
+    params = {"lower": 0.3, "upper": 0.5}
+    pseed, aseed = C.split_seed(seeds)
+    manual = C.maybe_apply(C.sample_apply(aseed, 0.5), op.kernel(images, op.sample(pseed, None, **params)),
+                           images)
+    np.testing.assert_array_equal(manual, op.random(images, seeds, p=0.5, **params))
+    applied = [not np.array_equal(m, x) for m, x in zip(manual.numpy(), images)]
+    assert 1 <= sum(applied) <= 8

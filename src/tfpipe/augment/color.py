@@ -36,7 +36,7 @@ __all__ = [
     "adjust_gamma", "sample_gamma", "random_gamma",
     "enhance_brightness", "enhance_contrast", "enhance_color",
     "normalize", "color_affine", "sample_color_affine", "Normalize",
-    "sample_apply", "maybe_apply", "xla",
+    "sample_apply", "maybe_apply", "split_seed", "xla",
 ]
 
 
@@ -121,6 +121,15 @@ def _split(seed) -> tuple[tf.Tensor, tf.Tensor]:
     s = tf.map_fn(lambda x: tf.random.experimental.stateless_split(x, 2, alg=ALG), seed,
                   fn_output_signature=tf.int64)
     return s[:, 0], s[:, 1]
+
+
+def split_seed(seed) -> tuple[tf.Tensor, tf.Tensor]:
+    """(parameter seed, apply seed): the split every `random_*` uses when p < 1.
+
+    Draw the parameters from the first and the p-coin (`sample_apply`) from the
+    second; drawing both from one seed would correlate them.
+    """
+    return _split(seed)
 
 
 def sample_apply(seed, p: float, batch_shape: Sequence[int] = ()) -> tf.Tensor:
