@@ -135,3 +135,20 @@ def test_to_one_hot_and_errors():
         B.cutmix(images, B.to_one_hot(tf.range(N), N), tf.zeros([N, 2], tf.int64))
     with pytest.raises(TypeError, match="integer"):
         B.to_one_hot([0.5], 2)
+
+
+def test_switch_probabilities():
+    images, _ = _tagged("float32")
+    labels = B.to_one_hot(tf.range(N), N)
+    cut = mix = 0
+    for k in range(40):
+        out, _ = B.mixup_or_cutmix(images, labels, tf.constant([k, 1], tf.int64), switch_prob=0.5,
+                                   mixup_p=1.0, cutmix_p=1.0)
+        values = np.unique(np.round(out.numpy() * 255, 3))
+        on_grid = np.all(np.abs(values - np.round((values - 5) / 10) * 10 - 5) < 1e-2)
+        cut += bool(on_grid)  # cutmix only moves pixels: every value is still a tag
+        mix += not on_grid
+    assert 8 <= cut <= 32 and 8 <= mix <= 32
+    out, lab = B.mixup_or_cutmix(images, labels, tf.constant([1, 1], tf.int64), mixup_p=0.0, cutmix_p=0.0)
+    np.testing.assert_array_equal(out, images)
+    np.testing.assert_array_equal(lab, labels)

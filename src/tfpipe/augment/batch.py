@@ -159,12 +159,20 @@ def cutmix(images, labels, seed, alpha: float = 1.0, p: float = 1.0):
 
 
 def mixup_or_cutmix(images, labels, seed, *, mixup_alpha: float = 0.2, cutmix_alpha: float = 1.0,
-                    switch_prob: float = 0.5, p: float = 1.0):
-    """Per batch: cutmix with probability `switch_prob`, else mixup (timm's switch)."""
+                    switch_prob: float = 0.5, p: float = 1.0, mixup_p: float | None = None,
+                    cutmix_p: float | None = None):
+    """Per batch: cutmix with probability `switch_prob`, else mixup (timm's switch).
+
+    `p` is the per-sample probability of either op; `mixup_p` / `cutmix_p`
+    override it per op (the config's `augment.batch.{mixup,cutmix}.p` when both
+    are enabled).
+    """
     _check_p(switch_prob)
+    mixup_p = p if mixup_p is None else mixup_p
+    cutmix_p = p if cutmix_p is None else cutmix_p
     s_switch, s_op = _substreams(seed, 2)
     use_cutmix = tf.random.stateless_uniform([], s_switch, alg=ALG) < switch_prob
     images, labels = _images(images), _labels(labels, images)
     return tf.cond(use_cutmix,
-                   lambda: cutmix(images, labels, s_op, cutmix_alpha, p),
-                   lambda: mixup(images, labels, s_op, mixup_alpha, p))
+                   lambda: cutmix(images, labels, s_op, cutmix_alpha, cutmix_p),
+                   lambda: mixup(images, labels, s_op, mixup_alpha, mixup_p))
