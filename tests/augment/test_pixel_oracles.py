@@ -180,6 +180,16 @@ def test_normalize_and_layer(photo_uint8, photo_float):
         C.Normalize(MEAN, [0.2, 0.0, 0.2])
 
 
+def test_normalize_layer_in_a_saved_model(tmp_path, photo_uint8):
+    import keras
+
+    inp = keras.Input(photo_uint8.shape, dtype="uint8")
+    model = keras.Model(inp, C.Normalize(MEAN, STD)(inp))
+    model.save(tmp_path / "m.keras")
+    loaded = keras.models.load_model(tmp_path / "m.keras")  # registered: no custom_objects
+    np.testing.assert_allclose(loaded(photo_uint8[None]), model(photo_uint8[None]))
+
+
 def test_color_affine_equals_sequential_ops(photos_uint8):
     # mid-range images so brightness never saturates (color_affine skips that clip)
     batch = tf.constant(np.stack(photos_uint8).astype(np.float32) / 255.0 * 0.6 + 0.2)

@@ -453,6 +453,7 @@ def sample_color_affine(seed, max_delta: float = 0.0, lower: float = 1.0, upper:
     return (out[0], out[1]) if seed.shape.rank == 1 else (out[:, 0], out[:, 1])
 
 
+@tf.keras.utils.register_keras_serializable(package="tfpipe")
 class Normalize(tf.keras.layers.Layer):
     """Keras layer: uint8 [0,255] (or float [0,1]) in -> float32 `(x01 - mean) / std` out.
 
