@@ -149,3 +149,21 @@ def test_p_split_matches_random(photos_uint8):
     np.testing.assert_array_equal(manual, op.random(images, seeds, p=0.5, **params))
     applied = [not np.array_equal(m, x) for m, x in zip(manual.numpy(), images)]
     assert 1 <= sum(applied) <= 8
+
+
+NOT_XLA = {"jpeg_quality", "randaugment", "trivialaugment"}  # EncodeJpeg / dynamic_partition
+
+
+def test_batch_kernels_compile_under_xla(photos_uint8):
+    """augment.xla is the recommended after-batch path: every other kernel compiles."""
+    images = tf.constant(np.stack(photos_uint8)[:, :32, :48])
+    seeds = tf.constant([[i, 4] for i in range(3)], tf.int64)
+    for name, params in CONFIG_PARAMS.items():
+        if name in NOT_XLA:
+            continue
+        op = Q.pixel_op(name)
+        drawn = op.sample(seeds, images.shape[1:], **params)
+        fused = Q.color.xla(lambda x, d: op.kernel(x, d, **params))(images, drawn)
+        plain = op.kernel(images, drawn, **params)
+        diff = np.abs(fused.numpy().astype(np.int32) - plain.numpy().astype(np.int32))
+        assert diff.max() <= 1, name
