@@ -70,13 +70,13 @@ def raw_variants(glob: str) -> dict[str, Callable[[], tf.data.Dataset]]:
 
     def decode_only() -> tf.data.Dataset:
         return _records(glob).map(
-            lambda x: tf.shape(tf.io.decode_jpeg(_encoded(x), channels=3))[0],
+            lambda x: tf.io.decode_jpeg(_encoded(x), channels=3)[0, 0, 0],
             num_parallel_calls=npc).batch(BATCH)
 
     def decode_and_crop() -> tf.data.Dataset:
         def f(x):
             enc = _encoded(x)
-            return tf.shape(tf.io.decode_and_crop_jpeg(enc, _window(enc), channels=3))[0]
+            return tf.io.decode_and_crop_jpeg(enc, _window(enc), channels=3)[0, 0, 0]
         return _records(glob).map(f, num_parallel_calls=npc).batch(BATCH)
 
     def decode_and_crop_resize() -> tf.data.Dataset:

@@ -153,38 +153,44 @@ def guarded_map(ds: tf.data.Dataset, process: Callable[..., dict[str, tf.Tensor]
     out = ds.map(register).map(run, num_parallel_calls=parallel, deterministic=True)
     out = out.ignore_errors().concatenate(tf.data.Dataset.from_tensors(end))
 
+    def report(missing: tf.Tensor) -> tf.Tensor:
+        """Log + count (skip) or fail (raise) for the missing stream positions."""
+        keys = pending.lookup(missing)
+        shard_paths = tf.gather(paths, tf.maximum(tf.cast(keys // shift, tf.int32), 0))
+        msgs = tf.strings.join(["tfpipe: bad record ", tf.strings.as_string(keys % shift),
+                                " in shard ", shard_paths, f" (pipeline.on_error={policy})"])
+        table = _table()
+        uniq, _, counts = tf.unique_with_counts(shard_paths)
+        printed = tf.print(tf.strings.reduce_join(msgs + "; skipped", separator="\n"),
+                           output_stream=sys.stderr)
+        with tf.control_dependencies([printed]):
+            new = table.lookup(uniq) + tf.cast(counts, tf.int64)
+        with tf.control_dependencies([table.insert(uniq, new)]):
+            return tf.constant(True)
+
     @tf.autograph.experimental.do_not_convert
     def step(expected: tf.Tensor, elem: dict[str, tf.Tensor]):
         local = elem["_local"]
-        missing = tf.cond(elem["_end"],
-                          lambda: tf.sort(pending.export()[0]),
-                          lambda: tf.range(expected, local, dtype=tf.int64))
-        keys = pending.lookup(missing)
-        shard_ids = tf.cast(keys // shift, tf.int32)
-        records = keys % shift
-        shard_paths = tf.gather(paths, tf.maximum(shard_ids, 0))
-        msgs = tf.strings.join(["tfpipe: bad record ", tf.strings.as_string(records),
-                                " in shard ", shard_paths, f" (pipeline.on_error={policy})"])
-        any_missing = tf.size(missing) > 0
-        if policy == "raise":
-            check = tf.debugging.Assert(tf.logical_not(any_missing),
-                                        [tf.strings.reduce_join(msgs, separator="\n")],
-                                        summarize=1)
-            deps = [check]
-        else:
-            def log_and_count() -> tf.Tensor:
-                table = _table()
-                uniq, _, counts = tf.unique_with_counts(shard_paths)
-                printed = tf.print(tf.strings.reduce_join(msgs + "; skipped", separator="\n"),
-                                   output_stream=sys.stderr)
-                with tf.control_dependencies([printed]):
-                    new = table.lookup(uniq) + tf.cast(counts, tf.int64)
-                with tf.control_dependencies([table.insert(uniq, new)]):
-                    return tf.constant(True)
-            deps = [tf.cond(any_missing, log_and_count, lambda: tf.constant(False))]
-        with tf.control_dependencies(deps):
-            done = tf.concat([missing, tf.reshape(local, [1])], 0)
-            removed = pending.remove(done)
+        is_end = elem["_end"]
+        # The common case (no gap) costs one compare and one table remove.
+        gap = tf.logical_or(is_end, local > expected)
+
+        def handle() -> tf.Tensor:
+            missing = tf.cond(is_end, lambda: tf.sort(pending.export()[0]),
+                              lambda: tf.range(expected, local, dtype=tf.int64))
+            reported = tf.cond(tf.size(missing) > 0, lambda: report(missing),
+                               lambda: tf.constant(False))
+            with tf.control_dependencies([reported]):
+                removed = pending.remove(missing)
+            with tf.control_dependencies([removed]):
+                return tf.constant(True)
+
+        def nothing() -> tf.Tensor:
+            return tf.constant(False)
+
+        handled = tf.cond(gap, handle, nothing)
+        with tf.control_dependencies([handled]):
+            removed = pending.remove(tf.reshape(local, [1]))
         with tf.control_dependencies([removed]):
             return local + 1, dict(elem)
 
