@@ -313,3 +313,11 @@ def test_xla_compiled_batch_chain_matches(photos_uint8):
     assert np.mean(np.abs(fused.numpy() - plain.numpy()) < 1e-5) > 0.99
     ds = tf.data.Dataset.from_tensors((batch, d, c, s)).map(C.xla(chain))
     np.testing.assert_array_equal(next(iter(ds)), fused)
+
+
+def test_int32_and_int64_seeds_agree(photo_uint8):
+    a = C.random_contrast(photo_uint8, tf.constant([3, 9], tf.int32), 0.5, 1.5, p=0.7)
+    b = C.random_contrast(photo_uint8, tf.constant([3, 9], tf.int64), 0.5, 1.5, p=0.7)
+    np.testing.assert_array_equal(a, b)
+    with pytest.raises(TypeError, match="int32/int64"):
+        C.random_contrast(photo_uint8, tf.constant([3.0, 9.0]), 0.5, 1.5)
