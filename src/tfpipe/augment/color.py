@@ -387,7 +387,8 @@ def _add_channels(z: tf.Tensor, b: tf.Tensor) -> tf.Tensor:
 
 def _scale_channels(z: tf.Tensor, s: tf.Tensor) -> tf.Tensor:
     """z * s for s scalar or [C]: a [C] scale runs as a 1x1 depthwise convolution
-    (oneDNN) instead of a broadcast multiply (measured ~2x faster here)."""
+    (oneDNN) instead of Eigen's broadcast multiply, which cost ~2x a scalar
+    multiply on a 64x224x224x3 batch here (93 vs 51 ms)."""
     if s.shape.rank == 0:
         return z * s
     k = tf.reshape(s, [1, 1, -1, 1])
@@ -405,7 +406,8 @@ def color_affine(image, brightness: Number = 0.0, contrast: Number = 1.0, mean=N
     RandomBrightnessContrast does): contrast is mean-preserving per channel, so
     `contrast(x + d) = c x + (1 - c) m + d` with m the per-channel mean of x,
     computed once. With `clip`, the result is clipped to the image range
-    ([0,1] scale, or its normalized image when mean/std are given).
+    ([0,1] scale, or its normalized image when mean/std are given); without
+    mean/std the output is always clipped (it keeps the input dtype).
 
     Returns float32 when mean/std are given, else the input dtype.
 
