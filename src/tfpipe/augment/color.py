@@ -174,7 +174,7 @@ def xla(fn: Callable) -> Callable:
     """`tf.function(fn, jit_compile=True)`: XLA fuses a batch-mode chain of
     elementwise kernels (e.g. saturation + color_affine) into one loop over memory.
 
-    Works inside `tf.data.Dataset.map` on CPU; 2.5-9x faster than the same batch-mode ops
+    Works inside `tf.data.Dataset.map` on CPU; 1.4-7x faster than the same batch-mode ops
     unfused on this machine (docs/performance.md, "Augmentation ops"). Opt-in:
     XLA's float rounding can differ from the plain kernels by ~1 ulp (and may
     differ between CPU types), and `adjust_jpeg_quality` cannot be compiled.
