@@ -44,7 +44,10 @@ class DatasetRunner:
     def __init__(self, images: np.ndarray, fn: Callable) -> None:
         seeds = np.stack([np.zeros(len(images), np.int64), np.arange(len(images))], 1)
         ds = tf.data.Dataset.from_tensor_slices((images, seeds)).repeat()
-        ds = ds.map(fn, num_parallel_calls=NPC).batch(BATCH).prefetch(2)
+        # no prefetch: variants are timed in turns, and a prefetch buffer would refill
+        # in the background while the NEXT variant is being timed (the map still keeps
+        # up to NPC elements in flight; `run` lets them settle before it returns)
+        ds = ds.map(fn, num_parallel_calls=NPC).batch(BATCH)
         self.it = iter(ds)
         next(self.it)  # trace + warm the thread pool
 
@@ -52,7 +55,9 @@ class DatasetRunner:
         n, t0 = 0, time.perf_counter()
         while time.perf_counter() - t0 < seconds:  # may overshoot by one batch: n/elapsed
             n += int(tf.shape(next(self.it))[0])
-        return n / (time.perf_counter() - t0)
+        speed = n / (time.perf_counter() - t0)
+        time.sleep(min(10.0, NPC / speed))  # let the in-flight map calls finish
+        return speed
 
 
 class LoopRunner:
@@ -238,8 +243,15 @@ def main(argv: list[str] | None = None) -> None:
         for name, impls in ops(size).items():
             if args.only and args.only not in name:
                 continue
-            runners = {v: (LoopRunner if v == "cv2" else DatasetRunner)(images, fn)
-                       for v, fn in impls.items() if fn is not None}
+            runners = {}
+            for v, fn in impls.items():
+                if fn is None:
+                    continue
+                try:
+                    runners[v] = (LoopRunner if v == "cv2" else DatasetRunner)(images, fn)
+                except Exception as exc:  # another engineer's module mid-change: say so
+                    print(f"  {name} / {v}: skipped ({type(exc).__name__}: "
+                          f"{str(exc).splitlines()[-1][:120]})", flush=True)
             # variants interleaved in short rounds, median per variant: the machine is
             # shared, so load drifts; interleaving keeps the ratios in a row honest
             speeds: dict[str, list[float]] = {v: [] for v in runners}

@@ -260,3 +260,21 @@ def test_invalid_arguments_name_the_parameter() -> None:
         A.sample_crop_window(seed(), 10, 10, (0.5, 0.2))
     with pytest.raises(ValueError, match="ratio"):
         A.sample_crop_window(seed(), 10, 10, (0.2, 0.5), (0.0, 1.0))
+
+
+def test_sampled_affine_parameters_stay_in_range() -> None:
+    h, w = 160, 192
+    c = np.array([(w - 1) / 2, (h - 1) / 2, 1.0])
+    fn = tf.function(lambda s: A.sample_affine_matrix(s, (h, w), rotation=30.0,
+                                                      scale=(0.8, 1.2)))
+    angles, scales = [], []
+    for i in range(60):
+        m = fn(seed(i)).numpy()
+        np.testing.assert_allclose(m @ c, c, atol=1e-3)   # rotates/scales about the centre
+        angles.append(np.degrees(np.arctan2(m[0, 1], m[0, 0])))
+        scales.append(np.sqrt(np.linalg.det(m[:2, :2])))
+    assert -30 <= min(angles) < -15 and 15 < max(angles) <= 30
+    assert 0.8 - 1e-5 <= min(scales) < 0.9 and 1.1 < max(scales) <= 1.2 + 1e-5
+    m = A.sample_affine_matrix(seed(), (h, w), translate=(0.1, 0.2)).numpy()
+    assert abs(m[0, 2]) <= 0.1 * w + 1e-3 and abs(m[1, 2]) <= 0.2 * h + 1e-3
+    np.testing.assert_allclose(m[:2, :2], np.eye(2), atol=1e-6)
