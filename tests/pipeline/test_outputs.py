@@ -53,12 +53,24 @@ def _reference_geometry(serialized: bytes, g: int, seed: int = 3, size=(32, 32))
     return both[..., :3].numpy(), both[..., 3].numpy().astype(bool)
 
 
-def test_fused_geometry_equals_unfused(dataset, records):
-    """decode_and_crop_jpeg(window) + resize vs decode_image + random_resized_crop + flip:
-    bit-identical for PNG and away from the window border for JPEG (docs/augment.md)."""
+@pytest.fixture(scope="module")
+def geometry_only(dataset):
+    """uint8 output of L2 alone, in read order."""
     cfg = base_config(dataset, **{"pipeline.shuffle_buffer": 0, "data.output_dtype": "uint8",
                                   "augment.pixel": {}})
-    got = by_index(build_pipeline(cfg, keep_index=True))
+    return by_index(build_pipeline(cfg, keep_index=True))
+
+
+@pytest.fixture(scope="module")
+def eval_u8(dataset):
+    cfg = base_config(dataset, **{"data.output_dtype": "uint8"})
+    return by_index(build_pipeline(cfg, split="validation", keep_index=True))
+
+
+def test_fused_geometry_equals_unfused(geometry_only, records):
+    """decode_and_crop_jpeg(window) + resize vs decode_image + random_resized_crop + flip:
+    bit-identical for PNG and away from the window border for JPEG (docs/augment.md)."""
+    got = geometry_only
     assert len(got) == (NUM // 8) * 8
     for g, (img, _) in got.items():
         ref, exact = _reference_geometry(records[g], g)
@@ -66,14 +78,12 @@ def test_fused_geometry_equals_unfused(dataset, records):
         assert np.abs(img.astype(int) - ref.astype(int)).max() <= 32
 
 
-def test_batched_pixel_ops_equal_per_sample_reference(dataset):
+def test_batched_pixel_ops_equal_per_sample_reference(dataset, geometry_only):
     """L3 on the batch with per-row seeds == per-sample ops on the same L2 output, to
     float32 rounding (the batched channel mean sums in another order)."""
     cfg = base_config(dataset, **{"pipeline.shuffle_buffer": 0})
     got = by_index(build_pipeline(cfg, keep_index=True))
-    geo = by_index(build_pipeline(base_config(dataset, **{
-        "pipeline.shuffle_buffer": 0, "data.output_dtype": "uint8", "augment.pixel": {}}),
-        keep_index=True))
+    geo = geometry_only
     es = seeds.epoch_seed(seeds.global_seed(3), 0)
     for g, (img, _) in got.items():
         s = seeds.sample_seed(es, g)
@@ -95,9 +105,9 @@ def _center_oracle(enc: bytes, size=(32, 32), frac=0.875) -> np.ndarray:
     return cv2.resize(crop, (size[1], size[0]), interpolation=cv2.INTER_LINEAR)
 
 
-def test_eval_is_deterministic_center_crop_uint8(dataset, records):
+def test_eval_is_deterministic_center_crop_uint8(dataset, records, eval_u8):
     cfg = base_config(dataset, **{"data.output_dtype": "uint8"})
-    a = by_index(build_pipeline(cfg, split="validation", keep_index=True))
+    a = eval_u8
     b = by_index(build_pipeline(cfg, split="validation", keep_index=True, epoch=5))
     assert len(a) == NUM  # eval keeps the last partial batch
     for g in a:
@@ -133,20 +143,20 @@ def test_uint8_train_output_then_normalize_layer(dataset):
     assert np.abs(norm - fl.numpy()).max() < 3.5 / 255 / min(STD)
 
 
-def test_enable_rate_zero_gives_eval_images(dataset):
+def test_enable_rate_zero_gives_eval_images(dataset, eval_u8):
     cfg = base_config(dataset, **{"augment.enable_rate": 0.0, "pipeline.shuffle_buffer": 0,
                                   "data.output_dtype": "uint8"})
     train = by_index(build_pipeline(cfg, keep_index=True))
-    val = by_index(build_pipeline(cfg, split="validation", keep_index=True))
+    val = eval_u8
     for g in train:
         np.testing.assert_array_equal(train[g][0], val[g][0])
 
 
-def test_enable_rate_half_is_per_batch(dataset):
+def test_enable_rate_half_is_per_batch(dataset, eval_u8):
     cfg = base_config(dataset, **{"augment.enable_rate": 0.5, "pipeline.shuffle_buffer": 0,
                                   "data.output_dtype": "uint8"})
     train = by_index(build_pipeline(cfg, keep_index=True))
-    val = by_index(build_pipeline(cfg, split="validation", keep_index=True))
+    val = eval_u8
     plain = []
     for b in range(len(train) // 8):
         same = [np.array_equal(train[g][0], val[g][0]) for g in range(b * 8, b * 8 + 8)]

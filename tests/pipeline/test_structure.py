@@ -23,9 +23,11 @@ def test_stage_order_in_graph(dataset, tmp_path):
     cache = _index(chain, "CacheDataset")
     shuffle = _index(chain, "ShuffleDataset")
     batch = _index(chain, "BatchDataset")
-    interleave = [i for i, op in enumerate(chain) if "InterleaveDataset" in op]
-    # records cached (encoded bytes) before the shuffle and before any random op
-    assert interleave[0] < cache < shuffle < interleave[1] < batch, chain
+    read = min(i for i, op in enumerate(chain) if "InterleaveDataset" in op)
+    decode = min(i for i, op in enumerate(chain) if op.startswith("ParallelMapDataset"))
+    # records cached (encoded bytes) before the shuffle and before any random op;
+    # the parallel decode/augment map comes after the shuffle, batching after that
+    assert read < cache < shuffle < decode < batch, chain
     # eval: decoded images cached (deterministic), no shuffle
     chain = dataset_chain(graph_def(build_pipeline(cfg, split="validation")))
     assert not any(op.startswith("ShuffleDataset") for op in chain)
