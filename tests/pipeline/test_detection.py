@@ -94,3 +94,12 @@ def test_detection_float_output_mosaic_and_supervised(det_dataset):
     assert n.max() >= 2  # mosaic combines the boxes of 4 images
     valid = target["boxes"].numpy()[np.arange(5)[None, :] < n[:, None]]
     assert np.all((valid >= 0) & (valid <= 1)) and np.all(valid[:, 2] > valid[:, 0])
+
+
+def test_detection_mixup_keeps_both_box_sets(det_dataset):
+    cfg = _cfg(det_dataset, **{"augment.geometry": {}, "augment.batch": {"mixup": {"p": 1.0}}})
+    b = next(iter(build_pipeline(cfg)))
+    n, w = b["num_boxes"].numpy(), b["box_weights"].numpy()
+    assert (n == 2).all()  # own box + partner's box
+    np.testing.assert_allclose(w[:, 0] + w[:, 1], 1.0, atol=1e-6)  # lambda + (1 - lambda)
+    assert np.all(w[:, 2:] == 0)

@@ -69,3 +69,13 @@ def test_keras_model_trains_one_epoch(dataset):
     model.compile("adam", tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True))
     hist = model.fit(ds, epochs=1, verbose=0)
     assert np.isfinite(hist.history["loss"][0])
+
+
+def test_prefetch_to_device_falls_back_on_cpu_only_host(dataset, caplog):
+    if tf.config.list_logical_devices("GPU"):
+        import pytest
+
+        pytest.skip("a GPU is present: prefetch_to_device is really used")
+    ds = build_pipeline(base_config(dataset, **{"pipeline.prefetch_to_device": "/gpu:0"}))
+    assert dataset_chain(graph_def(ds))[-1] == "PrefetchDataset"
+    assert "no such device" in caplog.text

@@ -126,6 +126,8 @@ class Classify:
                  parse: Callable[[tf.Tensor], dict[str, tf.Tensor]], train: bool) -> None:
         self.s, self.es, self.wi, self.wc, self.parse, self.train = (
             s, epoch_seed, worker, workers, parse, train)
+        # Hoisted: fold(epoch_seed, SAMPLE_TAG) is the same for every sample.
+        self.stream = seeds.sample_stream(epoch_seed)
         self.geometry = s.active("geometry") if train else []
         self.pixel = s.active("pixel") if train else []
         self.batch_ops = s.active("batch") if train else []
@@ -147,12 +149,12 @@ class Classify:
             lambda h, w: augment.center_crop_window(h, w, size, frac))
         return resize_uint8(crop, size)
 
-    def train_image(self, encoded: tf.Tensor, sseed: tf.Tensor) -> tf.Tensor:
+    def train_image(self, encoded: tf.Tensor, op_seed: Callable[[int], tf.Tensor]) -> tf.Tensor:
         size, ops = self.s.image_size, self.geometry
         start = 0
         if ops and ops[0].name == "random_resized_crop" and \
                 ops[0].params.get("interpolation", "bilinear") == "bilinear":
-            op, seed0 = ops[0], seeds.op_seed(sseed, 0)
+            op, seed0 = ops[0], op_seed(0)
             scale, ratio = _pair(op, "scale", (0.08, 1.0)), _pair(op, "ratio", (3 / 4, 4 / 3))
 
             def window(h: tf.Tensor, w: tf.Tensor) -> tuple[tf.Tensor, ...]:
@@ -168,10 +170,15 @@ class Classify:
         else:
             image = decode_full(encoded, self.s.channels)
         for i in range(start, len(ops)):
-            image = apply_geometry_op(ops[i], image, seeds.op_seed(sseed, i), size)
+            image = apply_geometry_op(ops[i], image, op_seed(i), size)
         if image.shape[0] != size[0] or image.shape[1] != size[1]:
             image = resize_uint8(image, size)  # same-size bilinear is the identity
         return image
+
+    def op_seeds(self, gidx: tf.Tensor) -> Callable[[int], tf.Tensor]:
+        """k -> `op_seed(sample_seed(epoch_seed, gidx), k)`, sharing the common folds."""
+        base = seeds.fold(seeds.fold(self.stream, gidx), seeds.OP_TAG)
+        return lambda k: seeds.fold(base, k)
 
     def _indices(self, local: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
         gidx = seeds.global_index(local, self.wi, self.wc)
@@ -184,12 +191,12 @@ class Classify:
         feats = self.parse(serialized)
         if self.train and self.geometry and self.geometry[0].name == "random_resized_crop":
             gidx, _ = self._indices(local)
-            sseed = seeds.sample_seed(self.es, gidx)
+            seed0 = self.op_seeds(gidx)(0)
             op = self.geometry[0]
             scale, ratio = _pair(op, "scale", (0.08, 1.0)), _pair(op, "ratio", (3 / 4, 4 / 3))
             crop, _, _ = decode_window(
                 feats[IMAGE_KEY], self.s.channels,
-                lambda h, w: augment.sample_crop_window(seeds.op_seed(sseed, 0), h, w,
+                lambda h, w: augment.sample_crop_window(seed0, h, w,
                                                         scale, ratio))
             return crop
         return decode_full(feats[IMAGE_KEY], self.s.channels)
@@ -203,7 +210,7 @@ class Classify:
         out: dict[str, tf.Tensor] = {"_shard": shard, "_record": rec, "_index": gidx,
                                      "label": label}
         if self.train and (self.geometry or self.pixel or self.batch_ops):
-            sseed = seeds.sample_seed(self.es, gidx)
+            sseed = self.op_seeds(gidx)
             enabled = batch_enabled(self.es, gbatch, self.s.enable_rate)
             if self.s.enable_rate >= 1.0:
                 image = self.train_image(encoded, sseed)
@@ -249,7 +256,7 @@ class Classify:
             out["index"] = batch["_index"]
         return out
 
-    def pixel_fields(self, sseed: tf.Tensor | None) -> dict[str, tf.Tensor]:
+    def pixel_fields(self, sseed: Callable[[int], tf.Tensor] | None) -> dict[str, tf.Tensor]:
         """Per-sample L3 inputs carried to the batch: drawn params (fused) or op seeds.
         `sseed=None` gives placeholders of the same structure (sentinels)."""
         n = len(self.pixel)
@@ -259,7 +266,7 @@ class Classify:
             if self.fused:
                 return {"_pparams": tf.zeros([n], tf.float32), "_papply": tf.zeros([n], tf.bool)}
             return {"_pseeds": tf.zeros([n, 2], tf.int64)}
-        pseeds = tf.stack([seeds.op_seed(sseed, PIXEL_BASE + j) for j in range(n)])
+        pseeds = tf.stack([sseed(PIXEL_BASE + j) for j in range(n)])
         if self.fused:
             params, apply = self.fused.sample(pseeds)
             return {"_pparams": params, "_papply": apply}

@@ -98,7 +98,7 @@ class Detect(Classify):
         classes = tf.cast(tf.reshape(feats[BOX_LABEL_KEY], [-1]), tf.int64)
         return boxes, classes
 
-    def _geometry(self, image: tf.Tensor, sseed: tf.Tensor | None
+    def _geometry(self, image: tf.Tensor, sseed: Any
                   ) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
         size = self.s.image_size
         shape = tf.shape(image, out_type=tf.int32)
@@ -107,7 +107,7 @@ class Detect(Classify):
             return resize_uint8(image, size), augment.resize_matrix(hw, size), tf.stack(hw)
         mats, cur = [], hw
         for i, op in enumerate(self.geometry):
-            m, cur = op_matrix(op, seeds.op_seed(sseed, i), cur, size)
+            m, cur = op_matrix(op, sseed(i), cur, size)
             mats.append(m)
         mats.append(augment.resize_matrix(cur, size))
         m = augment.compose(*mats)
@@ -127,7 +127,7 @@ class Detect(Classify):
         out: dict[str, tf.Tensor] = {"_shard": shard, "_record": rec, "_index": gidx}
         augmenting = self.train and bool(self.geometry or self.pixel or self.batch_ops)
         if augmenting:
-            sseed = seeds.sample_seed(self.es, gidx)
+            sseed = self.op_seeds(gidx)
             enabled = batch_enabled(self.es, gbatch, self.s.enable_rate)
             if self.s.enable_rate >= 1.0:
                 image, m, hw = self._geometry(image, sseed)

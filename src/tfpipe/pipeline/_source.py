@@ -130,6 +130,7 @@ def read_records(files: list[str], compression: str | None, cycle: int,
 
     # deterministic=True: the record order must not depend on thread timing,
     # since the sample index (and so the seed) comes from the position.
+    if cycle == 1:
+        return ids.interleave(one_file, cycle_length=1, block_length=1)
     return ids.interleave(one_file, cycle_length=cycle, block_length=1,
-                          num_parallel_calls=cycle if cycle > 1 else None,
-                          deterministic=True)
+                          num_parallel_calls=cycle, deterministic=True)
