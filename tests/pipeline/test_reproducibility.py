@@ -103,11 +103,20 @@ STATEFUL_RANDOM = {"RandomUniform", "RandomUniformInt", "RandomStandardNormal", 
                    "StatefulRandomBinomial", "RandomGammaGrad", "RandomDataset"}
 
 
-def test_no_stateful_random_op_in_graph(dataset):
-    cfg = base_config(dataset, **{
+def test_every_op_runs_and_no_stateful_random_op_in_graph(dataset):
+    """Every geometry and pixel op of the config op table, mixup and cutmix, in one
+    pipeline: it runs, and its graph (with the function library) holds no stateful RNG."""
+    from tfpipe.config import GEOMETRY_OPS, PIXEL_OPS, load_config
+
+    cfg = load_config(base_config(dataset, **{
+        "augment.geometry": {name: {"p": 0.5} for name in GEOMETRY_OPS},
+        "augment.pixel": {name: {"p": 0.5} for name in PIXEL_OPS},
         "augment.batch": {"mixup": {"alpha": 0.2}, "cutmix": {"alpha": 1.0}},
-        "augment.enable_rate": 0.5})
-    ops = all_ops(graph_def(build_pipeline(cfg)))
+        "augment.enable_rate": 0.5}))
+    ds = build_pipeline(cfg)
+    x, y = next(iter(ds.map(lambda e: (e["image"], e["label"]))))
+    assert x.shape == (8, 32, 32, 3) and np.isfinite(x.numpy()).all() and y.shape == (8, 4)
+    ops = all_ops(graph_def(ds))
     assert "StatelessRandomUniformV2" in ops or any(o.startswith("Stateless") for o in ops)
     bad = sorted(o for o in ops if o in STATEFUL_RANDOM or o.startswith("Stateful"))
     assert not bad, f"stateful random ops in the pipeline graph: {bad}"
