@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import cv2
 import numpy as np
-import pytest
 import tensorflow as tf
 
 from tfpipe.bench import baselines as B

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import tensorflow as tf
 
-from tfpipe.bench._stages import report_from_datasets, stage_report
+from tfpipe.bench._stages import report_from_datasets
 
 
 def test_shares_and_slowest_from_prefixes() -> None:

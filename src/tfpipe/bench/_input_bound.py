@@ -75,8 +75,6 @@ def _split(batch: Any) -> tuple[Any, Any]:
 
 def make_step(model: Any) -> tuple[str, Callable[[Any, Any], Any]]:
     """The step function for `model` and its kind (see module docstring)."""
-    import tensorflow as tf
-
     compiled = getattr(model, "optimizer", None) is not None and getattr(
         model, "compiled", getattr(model, "_is_compiled", False))
     if compiled and hasattr(model, "train_on_batch"):
