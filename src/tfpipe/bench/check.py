@@ -390,8 +390,14 @@ def check_workers(ctx: Context) -> CheckResult:
         seed_note = "; global sample indices (seed inputs) disjoint"
     if problems:
         return CheckResult(name, False, "; ".join(problems))
+    balance = ""
+    if min(len(h0), len(h1)) and max(len(h0), len(h1)) > 1.1 * min(len(h0), len(h1)):
+        # Not wrong, but synchronous multi-worker training stops (or hangs) when the
+        # smallest worker runs out: worth knowing before a long run.
+        balance = (f"; unbalanced ({len(h0)} vs {len(h1)}): whole shards go to workers, so "
+                   "write at least 10 shards per worker for an even split")
     return CheckResult(name, True, f"worker 0/2: {len(h0)} images, 1/2: {len(h1)}, disjoint, "
-                       f"together = all {len(hall)} (augmentation off){seed_note}")
+                       f"together = all {len(hall)} (augmentation off){seed_note}{balance}")
 
 
 def check_enable_rate(ctx: Context) -> CheckResult:
