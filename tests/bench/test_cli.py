@@ -16,15 +16,29 @@ def _sets(overrides: list[str]) -> list[str]:
     return [a for o in overrides for a in ("--set", o)]
 
 
-def test_bench_json_with_stages(tiny_overrides) -> None:
-    res = CliRunner().invoke(bench, ["imagenet", *_sets(tiny_overrides), "--steps", "2",
-                                     "--warmup", "1", "--stages", "--json"])
+def test_bench_json_with_every_analysis(tiny_overrides, tmp_path) -> None:
+    import keras
+
+    model = keras.Sequential([keras.Input((32, 32, 3)), keras.layers.Conv2D(2, 3),
+                              keras.layers.GlobalAveragePooling2D(), keras.layers.Dense(4)])
+    model.compile("sgd", keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    model.save(tmp_path / "m.keras")
+    res = CliRunner().invoke(bench, [
+        "imagenet", *_sets(tiny_overrides), "--steps", "2", "--warmup", "1", "--stages",
+        "--model", str(tmp_path / "m.keras"), "--baseline", "naive",
+        "--tensorboard", str(tmp_path / "tb"), "--json"])
     assert res.exit_code == 0, res.output
     out = json.loads(res.stdout)
     assert out["result"]["steps"] == 2 and out["result"]["elements"] == 16
     assert [s["name"] for s in out["stages"]["stages"]] == [
         "read", "parse", "decode", "geometry", "pixel", "batch", "compose"]
     assert out["stages"]["slowest"] in [s["name"] for s in out["stages"]["stages"]]
+    assert out["input_bound"]["step_kind"] == "train_on_batch"
+    assert 0.0 <= out["input_bound"]["input_wait_fraction"] <= 1.0
+    lo, hi = out["baseline"]["speedup_range"]
+    assert 0 < lo <= hi and out["baseline"]["result"]["elements"] == 16
+    assert out["tensorboard"]["traces"][0].endswith(".xplane.pb")
+    assert list((tmp_path / "tb").glob("events.out.tfevents.*"))
 
 
 def test_bench_sweep_writes_csv_and_plot(tiny_overrides, tmp_path) -> None:
