@@ -69,7 +69,7 @@ class FusedPixel:
                 params.append(tf.cast(self._samplers[j](seed), tf.float32))
                 applies.append(tf.constant(True))
             else:
-                pseed, aseed = color._split(seed)  # noqa: SLF001 - the exact random_op split
+                pseed, aseed = color.split_seed(seed)  # the exact random_op split
                 params.append(tf.cast(self._samplers[j](pseed), tf.float32))
                 applies.append(color.sample_apply(aseed, op.p))
         return tf.stack(params), tf.stack(applies)
