@@ -91,3 +91,12 @@ def test_unknown_check_and_missing_path() -> None:
         C.run_checks({"data": {"path": "/x"}}, only=["nope"])
     with pytest.raises(ValueError, match="data.path"):
         C.run_checks({"data": {}})
+
+
+def test_fractional_enable_rate_on_the_real_pipeline(tiny_config) -> None:
+    from tfpipe.bench._build import resolve_config
+
+    cfg = resolve_config(tiny_config, ["augment.enable_rate=0.5"])
+    (r,) = C.run_checks(cfg, only=["enable_rate"])
+    assert r.passed, r.detail
+    assert "of 48 batches augmented, enable_rate 0.5 expects 24.0 +- 11.4" in r.detail
