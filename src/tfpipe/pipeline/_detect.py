@@ -193,7 +193,7 @@ class Detect(Classify):
                     lambda: (tf.cast(x, tf.float32) * (1.0 / 255.0) if float_out else x,
                              b, c, n, weights))
         if float_out:
-            x = self.normalize(x, list(s.mean), list(s.std))
+            x = self.normalize(x)
         out = {"image": x, "boxes": b, "classes": c, "num_boxes": n}
         if mixup:
             out["box_weights"] = weights

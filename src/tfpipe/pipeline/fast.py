@@ -34,6 +34,13 @@ FUSABLE: dict[str, tuple[str, str]] = {
 }
 
 
+def jit_normalize(mean: Sequence[float], std: Sequence[float]) -> Callable[[tf.Tensor], tf.Tensor]:
+    """`color.normalize(x, mean, std)` compiled with XLA (uint8 or float [0,1] batch in)."""
+    mean, std = [float(v) for v in mean], [float(v) for v in std]
+    return tf.function(lambda x: color.normalize(x, mean, std), jit_compile=True,
+                       reduce_retracing=True)
+
+
 def fusable(ops: Sequence[Op]) -> bool:
     return bool(ops) and all(op.name in FUSABLE for op in ops)
 
