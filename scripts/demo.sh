@@ -2,6 +2,8 @@
 # `make demo`: sample data from photos bundled in scikit-image / scikit-learn,
 # converted to checked shards, then the pipeline measured, previewed and checked.
 set -euo pipefail
+# Wide enough for the findings and check tables when output is not a terminal.
+export COLUMNS=${COLUMNS:-150}
 OUT=${1:-demo-out}
 export TF_CPP_MIN_LOG_LEVEL=${TF_CPP_MIN_LOG_LEVEL:-2}
 mkdir -p "$OUT"
