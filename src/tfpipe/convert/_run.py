@@ -21,10 +21,9 @@ from typing import Any
 
 from tfpipe.convert._plan import Plan, ShardPlan, canonical_json
 from tfpipe.convert._source import BadInput, Enumeration, Source
-from tfpipe.convert._wire import encode
 from tfpipe.errors import ConfigError, InputError
 from tfpipe.records import (MANIFEST_NAME, Manifest, Schema, ShardEntry, SkippedInput,
-                            SplitInfo, shard_name, write_shard)
+                            SplitInfo, encode_example, shard_name, write_shard)
 
 STATE_DIR = ".tfpipe-convert"  # plan + per-shard completion records, removed at the end
 PLAN_FILE = "plan.json"
@@ -85,7 +84,7 @@ def _write_one(shard: ShardPlan, path: str, compression: str | None,
                 continue
             for key, n in counts.items():
                 stats[key] = stats.get(key, 0) + n
-            yield encode(values, schema)
+            yield encode_example(values, schema)
 
     info = write_shard(path, records(), compression)
     return ShardResult(shard.split, shard.index, os.path.basename(path), info.num_records,

@@ -1,4 +1,4 @@
-"""tf.train.Example encoding and decoding with the protobuf classes (no TF graph)."""
+"""tf.train.Example encoding (pure Python wire format) and decoding (protobuf classes)."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 
 from tfpipe.errors import SchemaError
+from tfpipe.records import _wire
 from tfpipe.records.schema import SCHEMA_VERSION, VERSION_KEY, FeatureSpec, Schema
 
 
@@ -30,30 +31,19 @@ def _as_list(spec: FeatureSpec, value: Any) -> list[Any]:
     return items
 
 
-def _to_bytes(name: str, v: Any) -> bytes:
-    if isinstance(v, (bytes, bytearray)):
-        return bytes(v)
-    if isinstance(v, (str, np.str_)):
-        return str(v).encode("utf-8")
-    if isinstance(v, np.bytes_):
-        return bytes(v)
-    raise SchemaError(f"feature {name!r}: string feature needs str or bytes, got {type(v).__name__}")
-
-
 def encode_example(values: Mapping[str, Any], schema: Schema) -> bytes:
-    """Serialize one record as a ``tf.train.Example``.
+    """Serialize one record as a ``tf.train.Example`` (no TensorFlow import).
 
     Every feature in ``values`` must be in ``schema``; schema features that are
     absent get their declared default (var features: empty), or raise
     `SchemaError` when none is declared. ``tfpipe/schema_version`` is always set.
+    The bytes equal protobuf's ``SerializeToString(deterministic=True)``.
     """
-    pb = _example_pb2()
-    example = pb.Example()
-    fmap = example.features.feature
     unknown = [k for k in values if k not in schema]
     if unknown:
         raise SchemaError(f"features {sorted(unknown)} are not in the schema "
                           f"(known: {sorted(schema)})")
+    features: dict[str, bytes] = {}
     for name, spec in schema.items():
         if name == VERSION_KEY:
             continue
@@ -66,18 +56,12 @@ def encode_example(values: Mapping[str, Any], schema: Schema) -> bytes:
         else:
             raise SchemaError(f"feature {name!r} is required (no default) but missing")
         items = _as_list(spec, value)
-        feat = fmap[name]
         try:
-            if spec.dtype == "string":
-                feat.bytes_list.value.extend([_to_bytes(name, v) for v in items])
-            elif spec.dtype == "int64":
-                feat.int64_list.value.extend([int(v) for v in items])
-            else:
-                feat.float_list.value.extend([float(v) for v in items])
+            features[name] = _wire.feature(name, spec.dtype, items)
         except (TypeError, ValueError) as e:
             raise SchemaError(f"feature {name!r} ({spec.dtype}): {e}") from e
-    fmap[VERSION_KEY].int64_list.value.append(SCHEMA_VERSION)
-    return example.SerializeToString(deterministic=True)
+    features[VERSION_KEY] = _wire.feature(VERSION_KEY, "int64", [SCHEMA_VERSION])
+    return _wire.example(features)
 
 
 def decode_example(serialized: bytes) -> dict[str, list[Any]]:
