@@ -10,6 +10,7 @@ $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -e '.[cpu,dev]'
+	$(PY) -m tfpipe.native build || echo "tfpipe: native ops not built; using the pure-TF fallback"
 	touch $@
 
 venv: $(VENV)/.installed

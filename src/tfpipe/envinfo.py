@@ -30,6 +30,16 @@ def _xla_available(tf: Any) -> tuple[bool, str]:
         return False, f"{type(exc).__name__}: {str(exc).splitlines()[0][:200]}"
 
 
+def _native_status() -> dict[str, Any]:
+    """tfpipe.native: whether the C++ kernels run or the pure-TF fallback does."""
+    try:
+        from tfpipe import native
+
+        return native.status()
+    except Exception as exc:  # noqa: BLE001 - never let env reporting fail
+        return {"active": False, "detail": f"{type(exc).__name__}: {exc}"}
+
+
 def collect() -> dict[str, Any]:
     """A JSON-ready report of the environment (imports TensorFlow)."""
     info: dict[str, Any] = {
@@ -68,6 +78,7 @@ def collect() -> dict[str, Any]:
         "devices": devices,
         "gpus": sum(d["type"] == "GPU" for d in devices),
         "xla": {"available": xla_ok, "detail": xla_detail},
+        "native_ops": _native_status(),
         "inter_op_threads": tf.config.threading.get_inter_op_parallelism_threads(),
         "intra_op_threads": tf.config.threading.get_intra_op_parallelism_threads(),
     }

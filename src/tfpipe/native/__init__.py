@@ -1,0 +1,75 @@
+"""Optional native (C++ custom op) kernels, with a pure-TF fallback everywhere.
+
+Build once with `python -m tfpipe.native build` (the Makefile's venv target
+does). `available()` loads the library lazily; when it is missing, fails to
+load, or `TFPIPE_NATIVE=0` is set, it returns False and callers use the pure-TF
+path. The native kernels are bit-identical to that path (tests/native), so
+switching only changes speed.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from typing import Any
+
+import tensorflow as tf
+
+log = logging.getLogger("tfpipe.native")
+
+ENV = "TFPIPE_NATIVE"
+_lock = threading.Lock()
+_state: dict[str, Any] = {}  # "module" or "reason", once loaded/failed
+
+
+def disabled() -> bool:
+    """True when `TFPIPE_NATIVE` is set to 0/false/off/no (read on every call)."""
+    return os.environ.get(ENV, "").strip().lower() in ("0", "false", "off", "no")
+
+
+def load() -> Any | None:
+    """The loaded op module, or None (the reason is in `status()`). Logs once."""
+    with _lock:
+        if not _state:
+            from tfpipe.native.build import library_path
+
+            path = library_path()
+            if not path.exists():
+                _state["reason"] = (f"{path.name} not built (run `python -m tfpipe.native "
+                                    "build`)")
+            else:
+                try:
+                    _state["module"] = tf.load_op_library(str(path))
+                    _state["path"] = str(path)
+                except Exception as exc:  # noqa: BLE001 - any load failure -> fallback
+                    _state["reason"] = f"{path.name} failed to load: {exc}"
+            if "reason" in _state:
+                log.info("tfpipe.native: %s; using the pure-TF fallback", _state["reason"])
+        return _state.get("module")
+
+
+def available() -> bool:
+    """Whether the native ops will be used (built, loadable, not disabled)."""
+    return not disabled() and load() is not None
+
+
+def status() -> dict[str, Any]:
+    """For `tfpipe env`: {"active": bool, "detail": str}."""
+    if disabled():
+        return {"active": False, "detail": f"disabled by {ENV}=0 (pure-TF fallback)"}
+    if load() is None:
+        return {"active": False, "detail": _state["reason"] + " (pure-TF fallback)"}
+    return {"active": True, "detail": _state["path"]}
+
+
+def resize_bilinear_u8(image: tf.Tensor, size: tuple[int, int],
+                       flip: tf.Tensor | bool = False) -> tf.Tensor:
+    """Native resize: uint8 [h,w,c] -> [H,W,c], = `round(tf.image.resize(bilinear))`
+    saturated to uint8, then mirrored along width when `flip`. Requires `available()`."""
+    module = load()
+    if module is None:
+        raise RuntimeError(f"tfpipe.native unavailable: {_state.get('reason')}")
+    return module.tfpipe_resize_bilinear_u8(
+        image, tf.constant([int(size[0]), int(size[1])], tf.int32),
+        tf.convert_to_tensor(flip, tf.bool))

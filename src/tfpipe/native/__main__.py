@@ -1,0 +1,7 @@
+"""`python -m tfpipe.native build`."""
+
+import sys
+
+from tfpipe.native.build import main
+
+sys.exit(main())
