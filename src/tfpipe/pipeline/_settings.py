@@ -1,8 +1,9 @@
 """Flatten a tfpipe config into the plain values the pipeline builder needs.
 
-`build_pipeline` reads the config only through `settings(config)`, so the
-builder does not care whether it got a `tfpipe.config.Config` (pydantic) or a
-plain nested dict of the same YAML shape (handy in tests and notebooks).
+`build_pipeline` reads the config only through `settings(config)`. Anything
+that is not already a validated `tfpipe.config.Config` (a preset name, a YAML
+path, a plain nested dict of the same shape) goes through `load_config` first,
+so validation and defaults have one source of truth: `tfpipe.config`.
 """
 
 from __future__ import annotations
@@ -157,9 +158,9 @@ def settings(config: Any) -> Settings:
     """Read every value `build_pipeline` uses from `config` (Config model or dict)."""
     if isinstance(config, Settings):
         return config
-    if isinstance(config, (str, bytes)):
-        from tfpipe.config import load_config
+    from tfpipe.config import Config, load_config
 
+    if not isinstance(config, Config):
         config = load_config(config)
     data = _get(config, "data", {})
     pipe = _get(config, "pipeline", {})
@@ -206,27 +207,4 @@ def settings(config: Any) -> Settings:
         pixel=_ops(_get(aug, "pixel", None)),
         batch=_ops(_get(aug, "batch", None)),
     )
-    _validate(s)
     return s
-
-
-def _validate(s: Settings) -> None:
-    def choice(key: str, value: str, allowed: tuple[str, ...]) -> None:
-        if value not in allowed:
-            raise ConfigError(f"{key}: must be one of {list(allowed)}, got {value!r}")
-
-    choice("data.task", s.task, ("classification", "detection"))
-    choice("data.output_dtype", s.output_dtype, ("float32", "uint8"))
-    choice("data.label_format", s.label_format, ("index", "one_hot"))
-    choice("pipeline.on_error", s.on_error, ("skip", "raise"))
-    if s.channels not in (1, 3):
-        raise ConfigError(f"data.channels: must be 1 or 3, got {s.channels}")
-    if s.batch_size < 1:
-        raise ConfigError(f"pipeline.batch_size: must be >= 1, got {s.batch_size}")
-    if min(s.image_size) < 1:
-        raise ConfigError(f"data.image_size: must be positive, got {list(s.image_size)}")
-    if len(s.mean) not in (1, s.channels) or len(s.std) not in (1, s.channels):
-        raise ConfigError(f"data.normalize: mean/std need 1 or {s.channels} values, "
-                          f"got {len(s.mean)} / {len(s.std)}")
-    if not 0.0 <= s.enable_rate <= 1.0:
-        raise ConfigError(f"augment.enable_rate: must be in [0, 1], got {s.enable_rate}")
