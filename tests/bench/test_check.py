@@ -6,6 +6,8 @@ under test); the passing run uses the real pipeline, all checks in one go.
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -62,7 +64,13 @@ def test_mixup_labels_sum_to_one_on_the_real_pipeline(tiny_config) -> None:
 
 
 def test_non_reproducible_builder_fails_with_a_diff(tiny_config) -> None:
-    stateful = synthetic(images=lambda x: x + tf.random.uniform(tf.shape(x)))
+    # A fresh op seed per build: with only the global seed, a test that ran
+    # tf.keras.utils.set_random_seed earlier in the same worker would make two
+    # builds draw the same "random" numbers and the check (rightly) pass.
+    def stateful_images(x):
+        return x + tf.random.uniform(tf.shape(x), seed=int.from_bytes(os.urandom(4), "little"))
+
+    stateful = synthetic(images=stateful_images)
     (r,) = C.run_checks(tiny_config, only=["reproducible"], batches=2, builder=stateful)
     assert not r.passed
     assert "batch 0, key 'image': 24576 of 24576 elements differ, max abs diff" in r.detail
