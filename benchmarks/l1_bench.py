@@ -9,7 +9,9 @@ machine is shared and noisy: compare ratios, not absolute numbers).
 Data: JPEG q90 crops (~460x390) of the photos bundled with scikit-image /
 scikit-learn (`tfpipe.sample_data.make_jpeg_bytes`), 4 plain TFRecord shards.
 Batch 64 of 224x224x3; the tfpipe variants run RRC + flip + brightness +
-contrast + normalize (float32 out) unless the name says otherwise.
+contrast + normalize (float32 out) unless the name says otherwise. With
+`tfpipe.native` built, the defaults run the native resize and a
+`TFPIPE_NATIVE=0` twin runs the pure-TF fallback in the same rounds.
 """
 
 from __future__ import annotations
@@ -85,9 +87,46 @@ def raw_variants(glob: str) -> dict[str, Callable[[], tf.data.Dataset]]:
             return tf.image.resize(tf.io.decode_and_crop_jpeg(enc, _window(enc), channels=3), SIZE)
         return _records(glob).map(f, num_parallel_calls=npc).batch(BATCH)
 
-    return {"full decode_jpeg only": decode_only,
-            "decode_and_crop_jpeg only": decode_and_crop,
-            "decode_and_crop + resize": decode_and_crop_resize}
+    def decode_and_crop_resize_u8(use_native: bool) -> Callable[[], tf.data.Dataset]:
+        # what resize_uint8 runs: pure TF (resize + round + saturate) or the native op
+        from tfpipe import native
+
+        def f(x):
+            enc = _encoded(x)
+            crop = tf.io.decode_and_crop_jpeg(enc, _window(enc), channels=3)
+            if use_native:
+                return native.resize_bilinear_u8(crop, SIZE)
+            return tf.saturate_cast(tf.round(tf.image.resize(crop, SIZE)), tf.uint8)
+        return lambda: _records(glob).map(f, num_parallel_calls=npc).batch(BATCH)
+
+    out = {"full decode_jpeg only": decode_only,
+           "decode_and_crop_jpeg only": decode_and_crop,
+           "decode_and_crop + resize": decode_and_crop_resize,
+           "decode_and_crop + resize_uint8, pure TF": decode_and_crop_resize_u8(False)}
+    if _native_available():
+        out["decode_and_crop + resize_uint8, native"] = decode_and_crop_resize_u8(True)
+    return out
+
+
+def _native_available() -> bool:
+    from tfpipe import native
+
+    return native.available()
+
+
+def _native_off(build: Callable[[], tf.data.Dataset]) -> Callable[[], tf.data.Dataset]:
+    """Build with TFPIPE_NATIVE=0: the pure-TF fallback (decided when traced)."""
+    def run() -> tf.data.Dataset:
+        saved = os.environ.get("TFPIPE_NATIVE")
+        os.environ["TFPIPE_NATIVE"] = "0"
+        try:
+            return build()
+        finally:
+            if saved is None:
+                del os.environ["TFPIPE_NATIVE"]
+            else:
+                os.environ["TFPIPE_NATIVE"] = saved
+    return run
 
 
 def tfpipe_variants(glob: str, only_default: bool) -> dict[str, Callable[[], tf.data.Dataset]]:
@@ -110,6 +149,9 @@ def tfpipe_variants(glob: str, only_default: bool) -> dict[str, Callable[[], tf.
         return base
 
     out = {"tfpipe imagenet (defaults)": lambda: build_pipeline(cfg())}
+    if _native_available():  # defaults use the native resize; the fallback side by side
+        out["tfpipe imagenet, TFPIPE_NATIVE=0 (pure TF)"] = _native_off(
+            lambda: build_pipeline(cfg()))
     if only_default:
         return out
     out.update({

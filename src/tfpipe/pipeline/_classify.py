@@ -20,7 +20,7 @@ from typing import Any, Callable
 
 import tensorflow as tf
 
-from tfpipe import augment, seeds
+from tfpipe import augment, native, seeds
 from tfpipe.errors import ConfigError
 from tfpipe.pipeline._decode import decode_full, decode_window, resize_uint8
 from tfpipe.pipeline._settings import Op, Settings
@@ -168,8 +168,11 @@ class Classify:
                 return win
 
             crop, _, _ = decode_window(encoded, self.s.channels, window)
-            image = resize_uint8(crop, size)
-            start = 1
+            flip = self.fused_flip(op_seed)
+            if flip is None:
+                image, start = resize_uint8(crop, size), 1
+            else:  # the flip that follows the resize, done by the native resize itself
+                image, start = native.resize_bilinear_u8(crop, size, flip), 2
         else:
             image = decode_full(encoded, self.s.channels)
         for i in range(start, len(ops)):
@@ -177,6 +180,24 @@ class Classify:
         if image.shape[0] != size[0] or image.shape[1] != size[1]:
             image = resize_uint8(image, size)  # same-size bilinear is the identity
         return image
+
+    def fused_flip(self, op_seed: Callable[[int], tf.Tensor]) -> tf.Tensor | None:
+        """The horizontal-flip coin of geometry op 1 when the native resize can apply
+        it (a horizontal-only flip right after random_resized_crop), else None.
+
+        Same draw as `augment.random_flip(image, op_seed(1), True, False, p)`, and
+        mirroring the resized image's columns is exactly `tf.reverse(resized, [1])`,
+        so the output is bit-identical to the unfused path (tests/native).
+        """
+        ops = self.geometry
+        if len(ops) < 2 or ops[1].name != "flip" or not native.available():
+            return None
+        prm = ops[1].params
+        if not bool(prm.get("horizontal", True)) or bool(prm.get("vertical", False)):
+            return None
+        from tfpipe.augment.geometry import _bernoulli, _split_seed
+
+        return _bernoulli(_split_seed(op_seed(1), 2)[0], ops[1].p)
 
     def op_seeds(self, gidx: tf.Tensor) -> Callable[[int], tf.Tensor]:
         """k -> `op_seed(sample_seed(epoch_seed, gidx), k)`, sharing the common folds."""
