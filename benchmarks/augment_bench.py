@@ -14,6 +14,7 @@ decode/read costs are excluded. Ratios are the figures to trust (the machine is 
 from __future__ import annotations
 
 import argparse
+import gc
 import os
 import time
 from collections.abc import Callable
@@ -38,16 +39,31 @@ def photos(size: int, n: int) -> np.ndarray:
                      for i in range(n)])
 
 
+def wait_idle(limit_s: float = 20.0) -> None:
+    """Block until this process is (nearly) idle, so that work left over from one
+    variant is not timed as the next one's."""
+    deadline = time.perf_counter() + limit_s
+    while time.perf_counter() < deadline:
+        c0, w0 = time.process_time(), time.perf_counter()
+        time.sleep(0.2)
+        if (time.process_time() - c0) / (time.perf_counter() - w0) < 0.15:
+            return
+
+
 class DatasetRunner:
     """A warmed tf.data iterator; `run(seconds)` returns images/s over that slice."""
 
     def __init__(self, images: np.ndarray, fn: Callable) -> None:
         seeds = np.stack([np.zeros(len(images), np.int64), np.arange(len(images))], 1)
         ds = tf.data.Dataset.from_tensor_slices((images, seeds)).repeat()
-        # no prefetch: variants are timed in turns, and a prefetch buffer would refill
-        # in the background while the NEXT variant is being timed (the map still keeps
-        # up to NPC elements in flight; `run` lets them settle before it returns)
+        # map + batch, no read-ahead: the figures compare per-op cost, and work done
+        # ahead (or left behind for the next variant) would blur what is counted.
+        # tf.data would inject an autotuned prefetch after `batch`: switched off too.
         ds = ds.map(fn, num_parallel_calls=NPC).batch(BATCH)
+        options = tf.data.Options()
+        options.experimental_optimization.inject_prefetch = False
+        options.autotune.enabled = False
+        ds = ds.with_options(options)
         self.it = iter(ds)
         next(self.it)  # trace + warm the thread pool
 
@@ -55,9 +71,7 @@ class DatasetRunner:
         n, t0 = 0, time.perf_counter()
         while time.perf_counter() - t0 < seconds:  # may overshoot by one batch: n/elapsed
             n += int(tf.shape(next(self.it))[0])
-        speed = n / (time.perf_counter() - t0)
-        time.sleep(min(10.0, NPC / speed))  # let the in-flight map calls finish
-        return speed
+        return n / (time.perf_counter() - t0)
 
 
 class LoopRunner:
@@ -212,8 +226,12 @@ def ops(size: int) -> dict[str, dict[str, Callable | None]]:
                 alb.Affine(rotate=(-15, 15), scale=(0.9, 1.1), p=1.0)])),
             "cv2": lambda img, rng: cv_affine(cv_flip(cv_rrc(img, rng), rng), rng),
         },
-        "elastic, full-res blur": {
-            "tfpipe": lambda x, s: A.elastic(x, s, 40.0, 6.0, coarse=False)[0],
+        "elastic, xla=False": {
+            "tfpipe": lambda x, s: A.elastic(x, s, 40.0, 6.0, xla=False)[0],
+            "keras": None, "albu": None, "cv2": None,
+        },
+        "elastic, full-res blur, xla=False": {
+            "tfpipe": lambda x, s: A.elastic(x, s, 40.0, 6.0, coarse=False, xla=False)[0],
             "keras": None, "albu": None, "cv2": None,
         },
         "brightness+contrast": {
@@ -230,10 +248,10 @@ def ops(size: int) -> dict[str, dict[str, Callable | None]]:
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[224, 512])
-    parser.add_argument("--seconds", type=float, default=1.5,
+    parser.add_argument("--seconds", type=float, default=1.0,
                         help="timed seconds per cell (split over the rounds)")
     parser.add_argument("--images", type=int, default=64, help="distinct images in memory")
-    parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds per cell")
+    parser.add_argument("--rounds", type=int, default=3, help="timed slices per cell (median)")
     parser.add_argument("--only", default=None, help="substring: run only matching ops")
     args = parser.parse_args(argv)
     start = time.perf_counter()
@@ -243,25 +261,27 @@ def main(argv: list[str] | None = None) -> None:
         for name, impls in ops(size).items():
             if args.only and args.only not in name:
                 continue
-            runners = {}
+            # one variant at a time, its pipeline torn down before the next starts: a
+            # live tf.data iterator keeps computing in the background (Keras' elastic
+            # layer kept both cores busy for >30 s), which would be timed as the next
+            # variant's cost
+            speeds: dict[str, list[float]] = {}
             for v, fn in impls.items():
                 if fn is None:
                     continue
                 try:
-                    runners[v] = (LoopRunner if v == "cv2" else DatasetRunner)(images, fn)
+                    runner = (LoopRunner if v == "cv2" else DatasetRunner)(images, fn)
                 except Exception as exc:  # another engineer's module mid-change: say so
                     print(f"  {name} / {v}: skipped ({type(exc).__name__}: "
                           f"{str(exc).splitlines()[-1][:120]})", flush=True)
-            # variants interleaved in short rounds, median per variant: the machine is
-            # shared, so load drifts; interleaving keeps the ratios in a row honest
-            speeds: dict[str, list[float]] = {v: [] for v in runners}
-            for _ in range(args.rounds):
-                for v, runner in runners.items():
-                    speeds[v].append(runner.run(args.seconds / args.rounds))
+                    continue
+                speeds[v] = [runner.run(args.seconds / args.rounds) for _ in range(args.rounds)]
+                del runner
+                gc.collect()
+                wait_idle()
             row = {"op": name, "size": size}
             for v in ("tfpipe", "keras", "albu", "cv2"):
                 row[v] = float(np.median(speeds[v])) if v in speeds else None
-            del runners
             rows.append(row)
             print(_fmt_row(row), flush=True)
     print()

@@ -79,3 +79,12 @@ def test_elastic_boxes_cover_the_warped_mask() -> None:
 def test_invalid_sigma() -> None:
     with pytest.raises(ValueError, match="sigma"):
         A.sample_elastic_field(seed(), (10, 10), 1.0, 0.0)
+
+
+def test_xla_and_plain_samplers_agree() -> None:
+    img = (np.random.default_rng(3).random((40, 56, 3)) * 255).astype(np.uint8)
+    a, fa = A.elastic(img, seed(4), 30.0, 5.0, xla=True)
+    b, fb = A.elastic(img, seed(4), 30.0, 5.0, xla=False)
+    np.testing.assert_array_equal(fa, fb)
+    diff = np.abs(a.numpy().astype(int) - b.numpy())
+    assert diff.max() <= 1 and (diff > 0).mean() < 0.01

@@ -73,15 +73,26 @@ def sample_elastic_field(seed: tf.Tensor, image_size: Size, alpha: float, sigma:
     return field * (alpha / factor)
 
 
+# The gather sampler is a chain of small elementwise ops around 4 gathers; XLA fuses
+# it into one loop: 3.2x the plain graph for a 224x224 elastic warp inside tf.data
+# (262 -> 830 img/s, same run). Compiled once per (shape, dtype, mode).
+_remap_xla = tf.function(remap, jit_compile=True, autograph=False)
+
+
 def elastic(image: tf.Tensor, seed: tf.Tensor, alpha: float, sigma: float,
             interpolation: str = "bilinear", fill_mode: str = "reflect",
             fill_value: float = 0.0, matrix: tf.Tensor | None = None,
-            coarse: bool = True) -> tuple[tf.Tensor, tf.Tensor]:
+            coarse: bool = True, xla: bool | None = None) -> tuple[tf.Tensor, tf.Tensor]:
     """Elastic warp of an [H, W, C] image; returns (image, field [H, W, 2]).
 
     alpha: displacement scale in pixels; sigma: smoothness in pixels (albumentations
     semantics). With `matrix` (source -> output, same size), the affine and the elastic
     warp are fused into ONE resample: out(q) = in(M^-1 (q + d(q))).
+    xla: run the resampling under XLA; None (default) = when the image's static shape
+    is fully known (one compilation, e.g. after a fixed-size crop), never for
+    variable-size images (one compilation per size would cost more than it saves).
+    XLA's float rounding may differ from the plain graph by ~1 ulp (1 level on uint8,
+    rarely).
     """
     image = tf.convert_to_tensor(image)
     h, w = image_size(image)
@@ -94,7 +105,9 @@ def elastic(image: tf.Tensor, seed: tf.Tensor, alpha: float, sigma: float,
         den = inv[2, 0] * px + inv[2, 1] * py + inv[2, 2]
         px, py = ((inv[0, 0] * px + inv[0, 1] * py + inv[0, 2]) / den,
                   (inv[1, 0] * px + inv[1, 1] * py + inv[1, 2]) / den)
-    out = remap(image, px, py, interpolation, fill_mode, fill_value)
+    use_xla = image.shape.is_fully_defined() if xla is None else xla
+    sampler = _remap_xla if use_xla else remap
+    out = sampler(image, px, py, interpolation, fill_mode, float(fill_value))
     return tf.ensure_shape(out, image.shape), field
 
 
