@@ -9,11 +9,9 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
-import sys
 
 import click
 
-from tfpipe._tf import INSTALL_HINT, tensorflow_available
 from tfpipe._version import __version__
 
 # verb -> (module, one-line help shown by `tfpipe --help`)
@@ -64,9 +62,8 @@ def cli() -> None:
 
 
 def main() -> None:
-    if not tensorflow_available():
-        click.echo(f"error: {INSTALL_HINT}", err=True)
-        sys.exit(2)
+    # Without TensorFlow, importing this module already failed in
+    # tfpipe/__init__.py with an ImportError that names the extra to install.
     cli()
 
 
