@@ -163,7 +163,8 @@ def _pipeline(glob: str, train: bool = True):
            "augment": {"geometry": {"random_resized_crop": {"scale": [0.08, 1.0]},
                                     "flip": {"horizontal": True, "p": 0.5}},
                        "pixel": {"brightness": {"max_delta": 0.4},
-                                 "contrast": {"lower": 0.6, "upper": 1.4}}}}
+                                 "contrast": {"lower": 0.6, "upper": 1.4, "p": 0.7},
+                                 "saturation": {"lower": 0.5, "upper": 1.5}}}}
     if not train:
         cfg["augment"] = {}
     return build_pipeline(cfg, keep_index=True)
