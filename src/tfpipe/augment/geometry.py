@@ -20,6 +20,7 @@ from typing import Union
 
 import tensorflow as tf
 
+from tfpipe.native import affine as native_affine
 from tfpipe.seeds import ALG
 
 Size = Union[Sequence[int], tf.Tensor]
@@ -214,8 +215,10 @@ def affine(image: tf.Tensor, matrix: tf.Tensor, output_size: Size | None = None,
     """Warp `image` ([H,W,C] or [B,H,W,C]) by `matrix` ([3,3] or per-sample [B,3,3]).
 
     One resampling pass. nearest/bilinear run in ``ImageProjectiveTransformV3``
-    (computed in float32, rounded back for integer images); bicubic uses the gather
-    sampler `remap` (Keys a=-0.5, clamped to the input's value range).
+    (computed in float32, rounded back for integer images) -- for uint8/float32 in
+    the native `TfpipeAffineWarp` when built (bit-identical, faster; `TFPIPE_NATIVE=0`
+    forces the TF kernel); bicubic uses the gather sampler `remap` (Keys a=-0.5,
+    clamped to the input's value range).
     fill_mode: constant (fill_value), reflect (cv2 BORDER_REFLECT: ``dcba|abcd``),
     wrap, nearest (edge replicate). Output dtype = input dtype.
     """
@@ -231,6 +234,10 @@ def affine(image: tf.Tensor, matrix: tf.Tensor, output_size: Size | None = None,
                               else tf.unstack(output_size)), tf.int32)
     if interpolation == "bicubic":
         out = _remap_affine(image, matrix, out_hw, interpolation, fill_mode, fill_value)
+    elif native_affine.usable(image.dtype, interpolation):
+        out = native_affine.affine_warp(
+            image, _inverse_transform_vector(matrix, tf.shape(image)[0]), out_hw,
+            interpolation, fill_mode, fill_value)
     else:
         batch = tf.shape(image)[0]
         # integer images go through float32: the kernel's uint8 path truncates (mean

@@ -21,6 +21,8 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 SOURCE = HERE / "ops.cc"
+# Every *.cc here goes into the one library (ops.cc, affine.cc, ...).
+SOURCES = sorted(HERE.glob("*.cc"))
 
 
 def library_path() -> Path:
@@ -44,7 +46,7 @@ def command(out: Path) -> list[str]:
     # -O3 without -march=native: the .so must run on any x86-64 the wheel runs on,
     # and no FMA contraction, so the float arithmetic matches TF's kernel bit for bit.
     return [cxx, "-std=c++17", "-shared", "-fPIC", "-O3", "-ffp-contract=off",
-            str(SOURCE), "-o", str(out), *tf.sysconfig.get_compile_flags(),
+            *map(str, SOURCES), "-o", str(out), *tf.sysconfig.get_compile_flags(),
             *tf.sysconfig.get_link_flags()]
 
 
@@ -54,7 +56,8 @@ def build(force: bool = False, verbose: bool = False) -> Path:
     Raises RuntimeError with the compiler's output on failure.
     """
     target = library_path()
-    if not force and target.exists() and target.stat().st_mtime >= SOURCE.stat().st_mtime:
+    if not force and target.exists() and target.stat().st_mtime >= max(
+            s.stat().st_mtime for s in SOURCES):
         return target
     # Compile to a temporary name and rename: a concurrent loader never sees half a file.
     fd, tmp = tempfile.mkstemp(suffix=".so", dir=HERE)
@@ -65,7 +68,8 @@ def build(force: bool = False, verbose: bool = False) -> Path:
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True)
         if proc.returncode != 0:
-            raise RuntimeError(f"compiling {SOURCE.name} failed ({proc.returncode}):\n"
+            names = ", ".join(s.name for s in SOURCES)
+            raise RuntimeError(f"compiling {names} failed ({proc.returncode}):\n"
                                f"{proc.stderr[-4000:]}")
         os.replace(tmp, target)
     finally:

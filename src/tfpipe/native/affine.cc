@@ -1,0 +1,391 @@
+// TfpipeAffineWarp: the nearest/bilinear warp of tfpipe.augment.geometry.affine,
+// i.e. TF's ImageProjectiveTransformV3 (same [B or 1, 8] output->input
+// transform vector, fill modes, fill value), with the same float32 arithmetic
+// in the same order, so the result is bit-identical to the pure-TF path:
+//   float32 images: ImageProjectiveTransformV3(image)
+//   uint8 images:   saturate_cast<uint8>(round_half_even(
+//                       ImageProjectiveTransformV3(float32(image))))
+// Why it is faster: TF's kernel is an Eigen generator evaluated per OUTPUT
+// ELEMENT, so it redoes the projection, the coordinate folding and the
+// bounds checks once per channel, reads through a 4-D index, and (for uint8)
+// needs a float32 copy in, a float32 image out and separate round/cast passes.
+// Here each output pixel computes its source position and taps once, interior
+// pixels skip the per-tap bounds checks, and uint8 is read and written
+// directly. The projection is evaluated per pixel exactly as TF writes it
+// ((t0*x + t1*y) + t2) rather than incrementally, so that coordinates -- and
+// hence results -- match bit for bit; it costs two multiplies and adds.
+//
+// Threads: a batch is sharded over the CPU worker pool by output rows; a
+// single image (the tf.data map case: one image per call, many calls in
+// parallel) runs inline. Every output pixel is independent, so the result
+// does not depend on the thread count.
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <string>
+
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
+#include "tensorflow/core/framework/op.h"
+#include "tensorflow/core/framework/op_kernel.h"
+#include "tensorflow/core/framework/shape_inference.h"
+#include "tensorflow/core/util/work_sharder.h"
+
+using namespace tensorflow;  // NOLINT(build/namespaces)
+
+REGISTER_OP("TfpipeAffineWarp")
+    .Input("images: dtype")
+    .Input("transforms: float")
+    .Input("output_shape: int32")
+    .Input("fill_value: float")
+    .Attr("dtype: {uint8, float}")
+    .Attr("interpolation: {'NEAREST', 'BILINEAR'}")
+    .Attr("fill_mode: {'CONSTANT', 'REFLECT', 'WRAP', 'NEAREST'} = 'CONSTANT'")
+    .Output("transformed_images: dtype")
+    .SetShapeFn([](shape_inference::InferenceContext* c) {
+      shape_inference::ShapeHandle images, hw, out;
+      TF_RETURN_IF_ERROR(c->WithRank(c->input(0), 4, &images));
+      shape_inference::ShapeHandle transforms;
+      TF_RETURN_IF_ERROR(c->WithRank(c->input(1), 2, &transforms));
+      TF_RETURN_IF_ERROR(c->MakeShapeFromShapeTensor(2, &hw));
+      TF_RETURN_IF_ERROR(c->WithRank(hw, 2, &hw));
+      TF_RETURN_IF_ERROR(c->Concatenate(c->Vector(c->Dim(images, 0)), hw, &out));
+      TF_RETURN_IF_ERROR(c->Concatenate(out, c->Vector(c->Dim(images, 3)), &out));
+      c->set_output(0, out);
+      return absl::OkStatus();
+    })
+    .Doc(R"doc(
+ImageProjectiveTransformV3 for uint8 (rounded half to even, saturated) and
+float32 images, bit-identical to the TF kernel on float32 input.
+)doc");
+
+namespace {
+
+enum class Fill { kConstant, kReflect, kWrap, kNearest };
+
+// TF's MapCoordinate<Device, Mode>, verbatim semantics (image_ops.h).
+template <Fill F>
+inline float MapCoord(float in, int64_t len) {
+  if (F == Fill::kConstant) return in;
+  if (F == Fill::kNearest) return std::min(std::max(in, 0.0f), static_cast<float>(len - 1));
+  if (F == Fill::kReflect) {
+    if (in < 0) {
+      if (len <= 1) {
+        in = 0;
+      } else {
+        const int64_t sz2 = 2 * len;
+        if (in < sz2) in = sz2 * static_cast<int64_t>(-in / sz2) + in;
+        in = (in < -len) ? in + sz2 : -in - 1;
+      }
+    } else if (in > len - 1) {
+      if (len <= 1) {
+        in = 0;
+      } else {
+        const int64_t sz2 = 2 * len;
+        in -= sz2 * static_cast<int64_t>(in / sz2);
+        if (in >= len) in = sz2 - in - 1;
+      }
+    }
+  } else {  // wrap
+    if (in < 0) {
+      if (len <= 1) {
+        in = 0;
+      } else {
+        const int64_t sz = len - 1;
+        in += len * (static_cast<int64_t>(-in / sz) + 1);
+      }
+    } else if (in > len - 1) {
+      if (len <= 1) {
+        in = 0;
+      } else {
+        const int64_t sz = len - 1;
+        in -= len * static_cast<int64_t>(in / sz);
+      }
+    }
+  }
+  // Eigen's scalar_clamp_op(0, len - 1): min(max(x, lo), hi).
+  return std::min(std::max(in, 0.0f), static_cast<float>(len - 1));
+}
+
+template <typename T>
+inline T FromFloat(float v);
+template <>
+inline float FromFloat<float>(float v) { return v; }
+template <>
+inline uint8_t FromFloat<uint8_t>(float v) {
+  // tf.round (half to even) then saturate_cast (clamp to [0, 255]; NaN -> 0).
+  // Clamping first does not change the result, and on [0, 255] adding and
+  // subtracting 2^23 rounds half to even in the default rounding mode -- an
+  // inline nearbyintf (which is a libm call without SSE4.1).
+  if (!(v > 0.0f)) return 0;
+  if (v >= 255.0f) return 255;
+  constexpr float kMagic = 8388608.0f;  // not folded: no -ffast-math
+  return static_cast<uint8_t>((v + kMagic) - kMagic);
+}
+
+// Coordinates far outside the image must not overflow the int conversion; any
+// value beyond this is outside every image (kMaxSide bounds H and W).
+constexpr float kFar = 1e9f;
+inline int64_t ToIndex(float v) {
+  return static_cast<int64_t>(std::min(std::max(v, -kFar), kFar));
+}
+
+// std::round (half away from zero) as an integer index; roundf is a libm call
+// without SSE4.1. Exact: v - trunc(v) is representable for |v| < 2^23, and
+// beyond kFar the index is outside every image either way.
+inline int64_t RoundIndex(float v) {
+  const float c = std::min(std::max(v, -kFar), kFar);
+  const int64_t t = static_cast<int64_t>(c);          // truncates toward zero
+  const float frac = c - static_cast<float>(t);
+  return frac >= 0.5f ? t + 1 : frac <= -0.5f ? t - 1 : t;
+}
+
+#if defined(__SSE2__)
+// 3-channel pixels as 4 float lanes (the 4th is 0 and never stored): the
+// per-lane IEEE mul/add are the scalar ones, so results stay bit-identical.
+inline __m128 Load3(const uint8_t* p) {
+  const uint32_t u = p[0] | (uint32_t{p[1]} << 8) | (uint32_t{p[2]} << 16);
+  const __m128i zero = _mm_setzero_si128();
+  __m128i i = _mm_unpacklo_epi8(_mm_cvtsi32_si128(static_cast<int>(u)), zero);
+  return _mm_cvtepi32_ps(_mm_unpacklo_epi16(i, zero));
+}
+inline __m128 Load3(const float* p) {
+  float v[4] = {0.f, 0.f, 0.f, 0.f};
+  std::memcpy(v, p, 3 * sizeof(float));
+  return _mm_loadu_ps(v);
+}
+inline void Store3(uint8_t* out, __m128 v) {
+  // FromFloat<uint8_t> on 4 lanes: max(v, 0) maps NaN to 0 as well.
+  v = _mm_min_ps(_mm_max_ps(v, _mm_setzero_ps()), _mm_set1_ps(255.0f));
+  const __m128 magic = _mm_set1_ps(8388608.0f);
+  __m128i i = _mm_cvttps_epi32(_mm_sub_ps(_mm_add_ps(v, magic), magic));
+  i = _mm_packus_epi16(_mm_packs_epi32(i, i), i);
+  const uint32_t u = static_cast<uint32_t>(_mm_cvtsi128_si32(i));
+  out[0] = static_cast<uint8_t>(u);
+  out[1] = static_cast<uint8_t>(u >> 8);
+  out[2] = static_cast<uint8_t>(u >> 16);
+}
+inline void Store3(float* out, __m128 v) {
+  float tmp[4];
+  _mm_storeu_ps(tmp, v);
+  std::memcpy(out, tmp, 3 * sizeof(float));
+}
+#endif
+
+struct Args {
+  const void* in;  // [B, H, W, C]
+  void* out;       // [B, oh, ow, C]
+  const float* transforms;
+  int64_t transform_stride;  // 0 when one transform serves the whole batch
+  int64_t h, w, c, oh, ow;
+  float fill;
+};
+
+// One output row of image b: columns [0, ow). kC: channels known at compile
+// time (1 or 3, so the channel loops unroll), 0 = read from `a`.
+template <typename T, Fill F, bool kBilinear, int kC>
+void WarpRow(const Args& a, int64_t b, int64_t oy) {
+  const T* img = static_cast<const T*>(a.in) + b * a.h * a.w * a.c;
+  T* out = static_cast<T*>(a.out) + ((b * a.oh + oy) * a.ow) * a.c;
+  const float* t = a.transforms + b * a.transform_stride;
+  const int64_t h = a.h, w = a.w, c = kC ? kC : a.c;
+  const float fill = a.fill;
+  const float fy = static_cast<float>(oy);
+  const bool affine = t[6] == 0.0f && t[7] == 0.0f;  // projection == 1 exactly
+  // Row-constant products; TF computes t1*y etc. per element -- same values.
+  const float t1y = t[1] * fy, t4y = t[4] * fy, t7y = t[7] * fy;
+  const int64_t row = w * c;
+
+  for (int64_t ox = 0; ox < a.ow; ++ox, out += c) {
+    const float fx = static_cast<float>(ox);
+    float in_x = t[0] * fx + t1y + t[2];
+    float in_y = t[3] * fx + t4y + t[5];
+    if (!affine) {
+      const float projection = t[6] * fx + t7y + 1.f;
+      if (projection == 0) {
+        for (int64_t k = 0; k < c; ++k) out[k] = FromFloat<T>(fill);
+        continue;
+      }
+      in_x /= projection;
+      in_y /= projection;
+    }
+    const float x = MapCoord<F>(in_x, w);
+    const float y = MapCoord<F>(in_y, h);
+
+    if (!kBilinear) {
+      const int64_t yi = RoundIndex(y), xi = RoundIndex(x);
+      if (0 <= yi && yi < h && 0 <= xi && xi < w) {
+        const T* p = img + yi * row + xi * c;
+        for (int64_t k = 0; k < c; ++k) out[k] = p[k];
+      } else {
+        for (int64_t k = 0; k < c; ++k) out[k] = FromFloat<T>(fill);
+      }
+      continue;
+    }
+
+    const float y_floor = std::floor(y), x_floor = std::floor(x);
+    const float y_ceil = y_floor + 1, x_ceil = x_floor + 1;
+    const float wx0 = x_ceil - x, wx1 = x - x_floor;
+    const float wy0 = y_ceil - y, wy1 = y - y_floor;
+    const int64_t y0 = ToIndex(y_floor), x0 = ToIndex(x_floor);
+    const int64_t y1 = y0 + 1, x1 = x0 + 1;
+    if (0 <= y0 && y1 < h && 0 <= x0 && x1 < w) {  // interior: no checks per tap
+      const T* p00 = img + y0 * row + x0 * c;
+      const T* p01 = p00 + c;
+      const T* p10 = p00 + row;
+      const T* p11 = p10 + c;
+#if defined(__SSE2__)
+      if (kC == 3) {
+        const __m128 vf = _mm_add_ps(_mm_mul_ps(_mm_set1_ps(wx0), Load3(p00)),
+                                     _mm_mul_ps(_mm_set1_ps(wx1), Load3(p01)));
+        const __m128 vc = _mm_add_ps(_mm_mul_ps(_mm_set1_ps(wx0), Load3(p10)),
+                                     _mm_mul_ps(_mm_set1_ps(wx1), Load3(p11)));
+        Store3(out, _mm_add_ps(_mm_mul_ps(_mm_set1_ps(wy0), vf),
+                               _mm_mul_ps(_mm_set1_ps(wy1), vc)));
+        continue;
+      }
+#endif
+      for (int64_t k = 0; k < c; ++k) {
+        const float vf = wx0 * static_cast<float>(p00[k]) + wx1 * static_cast<float>(p01[k]);
+        const float vc = wx0 * static_cast<float>(p10[k]) + wx1 * static_cast<float>(p11[k]);
+        out[k] = FromFloat<T>(wy0 * vf + wy1 * vc);
+      }
+      continue;
+    }
+    if (y1 < 0 || y0 >= h || x1 < 0 || x0 >= w) {  // all four taps are fill
+      // TF still interpolates fill with itself; fill*(w0+w1) may differ from
+      // fill in the last bit, so compute it the same way.
+      const float vf = wx0 * fill + wx1 * fill;
+      const float v = wy0 * vf + wy1 * vf;
+      for (int64_t k = 0; k < c; ++k) out[k] = FromFloat<T>(v);
+      continue;
+    }
+    // Border: read_with_fill_value per tap.
+    const bool in00 = 0 <= y0 && y0 < h && 0 <= x0 && x0 < w;
+    const bool in01 = 0 <= y0 && y0 < h && 0 <= x1 && x1 < w;
+    const bool in10 = 0 <= y1 && y1 < h && 0 <= x0 && x0 < w;
+    const bool in11 = 0 <= y1 && y1 < h && 0 <= x1 && x1 < w;
+    const T* p00 = img + y0 * row + x0 * c;  // only dereferenced when inside
+    for (int64_t k = 0; k < c; ++k) {
+      const float v00 = in00 ? static_cast<float>(p00[k]) : fill;
+      const float v01 = in01 ? static_cast<float>(p00[c + k]) : fill;
+      const float v10 = in10 ? static_cast<float>(p00[row + k]) : fill;
+      const float v11 = in11 ? static_cast<float>(p00[row + c + k]) : fill;
+      const float vf = wx0 * v00 + wx1 * v01;
+      const float vc = wx0 * v10 + wx1 * v11;
+      out[k] = FromFloat<T>(wy0 * vf + wy1 * vc);
+    }
+  }
+}
+
+using RowFn = void (*)(const Args&, int64_t, int64_t);
+
+template <typename T, Fill F, bool kBilinear>
+RowFn PickChannels(int64_t c) {
+  return c == 3 ? &WarpRow<T, F, kBilinear, 3>
+         : c == 1 ? &WarpRow<T, F, kBilinear, 1>
+                  : &WarpRow<T, F, kBilinear, 0>;
+}
+
+template <typename T, Fill F>
+RowFn PickInterp(bool bilinear, int64_t c) {
+  return bilinear ? PickChannels<T, F, true>(c) : PickChannels<T, F, false>(c);
+}
+
+template <typename T>
+RowFn Pick(Fill fill, bool bilinear, int64_t c) {
+  switch (fill) {
+    case Fill::kConstant: return PickInterp<T, Fill::kConstant>(bilinear, c);
+    case Fill::kReflect: return PickInterp<T, Fill::kReflect>(bilinear, c);
+    case Fill::kWrap: return PickInterp<T, Fill::kWrap>(bilinear, c);
+    case Fill::kNearest: return PickInterp<T, Fill::kNearest>(bilinear, c);
+  }
+  return nullptr;
+}
+
+template <typename T>
+class AffineWarpOp : public OpKernel {
+ public:
+  explicit AffineWarpOp(OpKernelConstruction* ctx) : OpKernel(ctx) {
+    std::string interp, fill;
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("interpolation", &interp));
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("fill_mode", &fill));
+    bilinear_ = interp == "BILINEAR";
+    fill_ = fill == "REFLECT" ? Fill::kReflect
+            : fill == "WRAP"  ? Fill::kWrap
+            : fill == "NEAREST" ? Fill::kNearest
+                                : Fill::kConstant;
+  }
+
+  void Compute(OpKernelContext* ctx) override {
+    const Tensor& images = ctx->input(0);
+    const Tensor& transforms = ctx->input(1);
+    const Tensor& shape = ctx->input(2);
+    const Tensor& fill_value = ctx->input(3);
+    OP_REQUIRES(ctx, images.dims() == 4,
+                errors::InvalidArgument("images must be [B, H, W, C], got ",
+                                        images.shape().DebugString()));
+    const int64_t batch = images.dim_size(0);
+    OP_REQUIRES(ctx, transforms.dims() == 2 && transforms.dim_size(1) == 8 &&
+                         (transforms.dim_size(0) == 1 || transforms.dim_size(0) == batch),
+                errors::InvalidArgument("transforms must be [1, 8] or [", batch,
+                                        ", 8], got ", transforms.shape().DebugString()));
+    OP_REQUIRES(ctx, shape.dims() == 1 && shape.NumElements() == 2,
+                errors::InvalidArgument("output_shape must be [2] (height, width), got ",
+                                        shape.shape().DebugString()));
+    OP_REQUIRES(ctx, TensorShapeUtils::IsScalar(fill_value.shape()),
+                errors::InvalidArgument("fill_value must be a scalar"));
+    const int32_t oh = shape.vec<int32>()(0), ow = shape.vec<int32>()(1);
+    OP_REQUIRES(ctx, oh > 0 && ow > 0,
+                errors::InvalidArgument("output_shape must be positive, got [", oh, ", ",
+                                        ow, "]"));
+    Tensor* out = nullptr;
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(
+                            0, TensorShape({batch, oh, ow, images.dim_size(3)}), &out));
+    if (out->NumElements() == 0) return;
+    OP_REQUIRES(ctx, images.dim_size(1) > 0 && images.dim_size(2) > 0,
+                errors::InvalidArgument("images must not be empty, got ",
+                                        images.shape().DebugString()));
+
+    Args a;
+    a.in = images.data();
+    a.out = out->data();
+    a.transforms = transforms.flat<float>().data();
+    a.transform_stride = transforms.dim_size(0) == 1 ? 0 : 8;
+    a.h = images.dim_size(1);
+    a.w = images.dim_size(2);
+    a.c = images.dim_size(3);
+    a.oh = oh;
+    a.ow = ow;
+    a.fill = fill_value.scalar<float>()();
+    const RowFn fn = Pick<T>(fill_, bilinear_, a.c);
+
+    if (batch == 1) {  // the tf.data map case: the map already runs images in parallel
+      for (int64_t y = 0; y < oh; ++y) fn(a, 0, y);
+      return;
+    }
+    auto* workers = ctx->device()->tensorflow_cpu_worker_threads();
+    const int64_t cost = ow * a.c * (bilinear_ ? 12 : 4);  // rough cycles per row
+    Shard(workers->num_threads, workers->workers, batch * oh, cost,
+          [&](int64_t begin, int64_t end) {
+            for (int64_t r = begin; r < end; ++r) fn(a, r / oh, r % oh);
+          });
+  }
+
+ private:
+  bool bilinear_ = true;
+  Fill fill_ = Fill::kConstant;
+};
+
+}  // namespace
+
+REGISTER_KERNEL_BUILDER(
+    Name("TfpipeAffineWarp").Device(DEVICE_CPU).TypeConstraint<uint8>("dtype"),
+    AffineWarpOp<uint8_t>);
+REGISTER_KERNEL_BUILDER(
+    Name("TfpipeAffineWarp").Device(DEVICE_CPU).TypeConstraint<float>("dtype"),
+    AffineWarpOp<float>);
