@@ -7,6 +7,8 @@ For each op and image size, images/s of:
   keras    - Keras 3 preprocessing layers inside tf.data (same map/batch set-up)
   albu     - albumentations through tf.numpy_function inside tf.data (how TF users call it)
   cv2 loop - OpenCV directly in a plain Python loop, one thread (C++ reference)
+  tfpipe pure-TF - (rows that resample through `affine`) the same tfpipe op traced with
+             TFPIPE_NATIVE=0, i.e. without the native TfpipeAffineWarp kernel
 Input: uint8 photos (tfpipe.sample_data) resized to size x size, held in memory, so
 decode/read costs are excluded. Ratios are the figures to trust (the machine is shared).
 """
@@ -14,6 +16,7 @@ decode/read costs are excluded. Ratios are the figures to trust (the machine is 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import gc
 import os
 import time
@@ -26,6 +29,7 @@ import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
 from tfpipe import augment as A  # noqa: E402
+from tfpipe import native  # noqa: E402
 from tfpipe.augment.geometry import image_size  # noqa: E402
 from tfpipe.sample_data import source_photos  # noqa: E402
 
@@ -103,6 +107,28 @@ def albu_fn(transform) -> Callable:
         out = tf.numpy_function(np_apply, [x], tf.uint8)
         return tf.ensure_shape(out, x.shape)
     return fn
+
+
+@contextlib.contextmanager
+def _native_off():
+    old = os.environ.get(native.ENV)
+    os.environ[native.ENV] = "0"
+    try:
+        yield
+    finally:
+        if old is None:
+            del os.environ[native.ENV]
+        else:
+            os.environ[native.ENV] = old
+
+
+def pure_tf(fn: Callable) -> Callable:
+    """`fn` traced with TFPIPE_NATIVE=0: tf.data traces the map function when the
+    dataset is built, so the kernel choice is fixed into that graph."""
+    def wrapped(x: tf.Tensor, s: tf.Tensor) -> tf.Tensor:
+        with _native_off():
+            return fn(x, s)
+    return wrapped
 
 
 def keras_fn(layers: list) -> Callable:
@@ -191,6 +217,8 @@ def ops(size: int) -> dict[str, dict[str, Callable | None]]:
             "albu": albu_fn(alb.Affine(rotate=(-30, 30), scale=(0.8, 1.2), shear=(-10, 10),
                                        p=1.0)),
             "cv2": cv_affine,
+            "tfpipe pure-TF": pure_tf(lambda x, s: A.random_affine(
+                x, s, rotation=30.0, scale=(0.8, 1.2), shear=10.0)[0]),
         },
         "flip": {
             "tfpipe": lambda x, s: A.random_flip(x, s)[0],
@@ -225,6 +253,7 @@ def ops(size: int) -> dict[str, dict[str, Callable | None]]:
                 alb.HorizontalFlip(p=0.5),
                 alb.Affine(rotate=(-15, 15), scale=(0.9, 1.1), p=1.0)])),
             "cv2": lambda img, rng: cv_affine(cv_flip(cv_rrc(img, rng), rng), rng),
+            "tfpipe pure-TF": pure_tf(lambda x, s: chain(x, s, size)),
         },
         "elastic, xla=False": {
             "tfpipe": lambda x, s: A.elastic(x, s, 40.0, 6.0, xla=False)[0],
@@ -280,14 +309,15 @@ def main(argv: list[str] | None = None) -> None:
                 gc.collect()
                 wait_idle()
             row = {"op": name, "size": size}
-            for v in ("tfpipe", "keras", "albu", "cv2"):
+            for v in ("tfpipe", "keras", "albu", "cv2", "tfpipe pure-TF"):
                 row[v] = float(np.median(speeds[v])) if v in speeds else None
             rows.append(row)
             print(_fmt_row(row), flush=True)
     print()
+    print(f"tfpipe.native: {native.status()['detail']}")
     print("| op | size | tfpipe | keras | albu (numpy_function) | cv2 loop (1 thread) "
-          "| tfpipe / albu | tfpipe / keras |")
-    print("|---|---|---|---|---|---|---|---|")
+          "| tfpipe / albu | tfpipe / keras | tfpipe pure-TF | pure-TF / albu |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for row in rows:
         print(_fmt_row(row))
     print(f"\ntotal {time.perf_counter() - start:.0f} s; images/s, batch {BATCH}, "
@@ -302,7 +332,8 @@ def _fmt_row(row: dict) -> str:
         return "-" if not a or not b else f"{a / b:.2f}"
     return (f"| {row['op']} | {row['size']} | {f(row['tfpipe'])} | {f(row['keras'])} | "
             f"{f(row['albu'])} | {f(row['cv2'])} | {r(row['tfpipe'], row['albu'])} | "
-            f"{r(row['tfpipe'], row['keras'])} |")
+            f"{r(row['tfpipe'], row['keras'])} | {f(row['tfpipe pure-TF'])} | "
+            f"{r(row['tfpipe pure-TF'], row['albu'])} |")
 
 
 if __name__ == "__main__":

@@ -158,6 +158,20 @@ inline __m128 Load3(const float* p) {
   std::memcpy(v, p, 3 * sizeof(float));
   return _mm_loadu_ps(v);
 }
+// Two horizontally adjacent 3-channel pixels p[0..2], p[3..5] from one 8-byte
+// load (p + 8 must be inside the buffer): the taps (x0, y) and (x0 + 1, y).
+inline void Load3x2(const uint8_t* p, __m128* left, __m128* right) {
+  const __m128i zero = _mm_setzero_si128();
+  const __m128i v = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(p));  // 8 bytes
+  const __m128i w16 = _mm_unpacklo_epi8(v, zero);                    // 8 x u16
+  *left = _mm_cvtepi32_ps(_mm_unpacklo_epi16(w16, zero));            // p[0..3]
+  *right = _mm_cvtepi32_ps(_mm_unpacklo_epi16(_mm_srli_si128(w16, 6), zero));  // p[3..6]
+}
+inline void Load3x2(const float* p, __m128* left, __m128* right) {  // p + 7 inside
+  *left = _mm_loadu_ps(p);
+  *right = _mm_loadu_ps(p + 3);
+}
+
 inline void Store3(uint8_t* out, __m128 v) {
   // FromFloat<uint8_t> on 4 lanes: max(v, 0) maps NaN to 0 as well.
   v = _mm_min_ps(_mm_max_ps(v, _mm_setzero_ps()), _mm_set1_ps(255.0f));
@@ -178,12 +192,43 @@ inline void Store3(float* out, __m128 v) {
 
 struct Args {
   const void* in;  // [B, H, W, C]
+  const void* in_end;  // one past the last input element
   void* out;       // [B, oh, ow, C]
   const float* transforms;
   int64_t transform_stride;  // 0 when one transform serves the whole batch
   int64_t h, w, c, oh, ow;
   float fill;
 };
+
+#if defined(__SSE2__)
+// The interior 3-channel bilinear pixel: TF's formula on 4 lanes.
+template <typename T>
+inline void Interp3(const T* p00, int64_t row, const T* in_end, float wx0, float wx1,
+                    float wy0, float wy1, T* out) {
+  const T* p10 = p00 + row;
+  __m128 v00, v01, v10, v11;
+  // Wide loads read up to 2 elements past the (x0+1) pixel: only when inside
+  // the buffer (all but the last pixels of the batch); the extra lane is
+  // computed and dropped.
+  if (p10 + 8 <= in_end) {
+    Load3x2(p00, &v00, &v01);
+    Load3x2(p10, &v10, &v11);
+  } else {
+    v00 = Load3(p00), v01 = Load3(p00 + 3), v10 = Load3(p10), v11 = Load3(p10 + 3);
+  }
+  const __m128 vf = _mm_add_ps(_mm_mul_ps(_mm_set1_ps(wx0), v00),
+                               _mm_mul_ps(_mm_set1_ps(wx1), v01));
+  const __m128 vc = _mm_add_ps(_mm_mul_ps(_mm_set1_ps(wx0), v10),
+                               _mm_mul_ps(_mm_set1_ps(wx1), v11));
+  Store3(out, _mm_add_ps(_mm_mul_ps(_mm_set1_ps(wy0), vf), _mm_mul_ps(_mm_set1_ps(wy1), vc)));
+}
+
+// std::floor on 4 lanes, exact for |v| < 2^31 (callers clamp to kFar).
+inline __m128 Floor4(__m128 v) {
+  const __m128 t = _mm_cvtepi32_ps(_mm_cvttps_epi32(v));  // toward zero
+  return _mm_sub_ps(t, _mm_and_ps(_mm_cmpgt_ps(t, v), _mm_set1_ps(1.0f)));
+}
+#endif
 
 // One output row of image b: columns [0, ow). kC: channels known at compile
 // time (1 or 3, so the channel loops unroll), 0 = read from `a`.
@@ -194,13 +239,14 @@ void WarpRow(const Args& a, int64_t b, int64_t oy) {
   const float* t = a.transforms + b * a.transform_stride;
   const int64_t h = a.h, w = a.w, c = kC ? kC : a.c;
   const float fill = a.fill;
+  const T* in_end = static_cast<const T*>(a.in_end);
   const float fy = static_cast<float>(oy);
   const bool affine = t[6] == 0.0f && t[7] == 0.0f;  // projection == 1 exactly
   // Row-constant products; TF computes t1*y etc. per element -- same values.
   const float t1y = t[1] * fy, t4y = t[4] * fy, t7y = t[7] * fy;
   const int64_t row = w * c;
 
-  for (int64_t ox = 0; ox < a.ow; ++ox, out += c) {
+  auto pixel = [&](int64_t ox, T* out) {
     const float fx = static_cast<float>(ox);
     float in_x = t[0] * fx + t1y + t[2];
     float in_y = t[3] * fx + t4y + t[5];
@@ -208,7 +254,7 @@ void WarpRow(const Args& a, int64_t b, int64_t oy) {
       const float projection = t[6] * fx + t7y + 1.f;
       if (projection == 0) {
         for (int64_t k = 0; k < c; ++k) out[k] = FromFloat<T>(fill);
-        continue;
+        return;
       }
       in_x /= projection;
       in_y /= projection;
@@ -224,7 +270,7 @@ void WarpRow(const Args& a, int64_t b, int64_t oy) {
       } else {
         for (int64_t k = 0; k < c; ++k) out[k] = FromFloat<T>(fill);
       }
-      continue;
+      return;
     }
 
     const float y_floor = std::floor(y), x_floor = std::floor(x);
@@ -240,13 +286,8 @@ void WarpRow(const Args& a, int64_t b, int64_t oy) {
       const T* p11 = p10 + c;
 #if defined(__SSE2__)
       if (kC == 3) {
-        const __m128 vf = _mm_add_ps(_mm_mul_ps(_mm_set1_ps(wx0), Load3(p00)),
-                                     _mm_mul_ps(_mm_set1_ps(wx1), Load3(p01)));
-        const __m128 vc = _mm_add_ps(_mm_mul_ps(_mm_set1_ps(wx0), Load3(p10)),
-                                     _mm_mul_ps(_mm_set1_ps(wx1), Load3(p11)));
-        Store3(out, _mm_add_ps(_mm_mul_ps(_mm_set1_ps(wy0), vf),
-                               _mm_mul_ps(_mm_set1_ps(wy1), vc)));
-        continue;
+        Interp3(p00, row, in_end, wx0, wx1, wy0, wy1, out);
+        return;
       }
 #endif
       for (int64_t k = 0; k < c; ++k) {
@@ -254,7 +295,7 @@ void WarpRow(const Args& a, int64_t b, int64_t oy) {
         const float vc = wx0 * static_cast<float>(p10[k]) + wx1 * static_cast<float>(p11[k]);
         out[k] = FromFloat<T>(wy0 * vf + wy1 * vc);
       }
-      continue;
+      return;
     }
     if (y1 < 0 || y0 >= h || x1 < 0 || x0 >= w) {  // all four taps are fill
       // TF still interpolates fill with itself; fill*(w0+w1) may differ from
@@ -262,7 +303,7 @@ void WarpRow(const Args& a, int64_t b, int64_t oy) {
       const float vf = wx0 * fill + wx1 * fill;
       const float v = wy0 * vf + wy1 * vf;
       for (int64_t k = 0; k < c; ++k) out[k] = FromFloat<T>(v);
-      continue;
+      return;
     }
     // Border: read_with_fill_value per tap.
     const bool in00 = 0 <= y0 && y0 < h && 0 <= x0 && x0 < w;
@@ -279,7 +320,68 @@ void WarpRow(const Args& a, int64_t b, int64_t oy) {
       const float vc = wx0 * v10 + wx1 * v11;
       out[k] = FromFloat<T>(wy0 * vf + wy1 * vc);
     }
+  };
+
+#if defined(__SSE2__)
+  // Fast path (affine, 3 channels, constant/nearest fill): source coordinates,
+  // floors, weights and the all-taps-inside test for 4 pixels at a time, with
+  // the same float ops as the scalar path (so the same values), then the
+  // interior pixels; the rest go through `pixel`.
+  if (kBilinear && kC == 3 && affine && (F == Fill::kConstant || F == Fill::kNearest)) {
+    constexpr int kChunk = 64;
+    alignas(16) float wx0s[kChunk], wx1s[kChunk], wy0s[kChunk], wy1s[kChunk];
+    alignas(16) int32_t x0s[kChunk], y0s[kChunk];
+    const __m128 t0 = _mm_set1_ps(t[0]), t2 = _mm_set1_ps(t[2]), t1yv = _mm_set1_ps(t1y);
+    const __m128 t3 = _mm_set1_ps(t[3]), t5 = _mm_set1_ps(t[5]), t4yv = _mm_set1_ps(t4y);
+    const __m128 one = _mm_set1_ps(1.0f), zero = _mm_setzero_ps();
+    const __m128 wmax = _mm_set1_ps(static_cast<float>(w - 1));
+    const __m128 hmax = _mm_set1_ps(static_cast<float>(h - 1));
+    const __m128 lo = _mm_set1_ps(-kFar), hi = _mm_set1_ps(kFar);
+    const __m128 lanes = _mm_setr_ps(0.f, 1.f, 2.f, 3.f);
+    const __m128i neg1 = _mm_set1_epi32(-1);
+    // x0 + 1 < w  <=>  x0 < w - 1 (sizes fit int32: TF shapes of images do)
+    const __m128i xlim = _mm_set1_epi32(static_cast<int32_t>(w - 1));
+    const __m128i ylim = _mm_set1_epi32(static_cast<int32_t>(h - 1));
+    for (int64_t begin = 0; begin < a.ow; begin += kChunk) {
+      const int n = static_cast<int>(std::min<int64_t>(kChunk, a.ow - begin));
+      uint64_t interior = 0;  // bit i: all four taps of pixel begin + i inside
+      for (int i = 0; i < n; i += 4) {
+        // integer-valued floats below 2^24: exact, = static_cast<float>(ox)
+        const __m128 fx = _mm_add_ps(_mm_set1_ps(static_cast<float>(begin + i)), lanes);
+        __m128 x = _mm_add_ps(_mm_add_ps(_mm_mul_ps(t0, fx), t1yv), t2);
+        __m128 y = _mm_add_ps(_mm_add_ps(_mm_mul_ps(t3, fx), t4yv), t5);
+        if (F == Fill::kNearest) {
+          x = _mm_min_ps(_mm_max_ps(x, zero), wmax);
+          y = _mm_min_ps(_mm_max_ps(y, zero), hmax);
+        }
+        const __m128 xf = Floor4(_mm_min_ps(_mm_max_ps(x, lo), hi));
+        const __m128 yf = Floor4(_mm_min_ps(_mm_max_ps(y, lo), hi));
+        _mm_store_ps(wx0s + i, _mm_sub_ps(_mm_add_ps(xf, one), x));
+        _mm_store_ps(wx1s + i, _mm_sub_ps(x, xf));
+        _mm_store_ps(wy0s + i, _mm_sub_ps(_mm_add_ps(yf, one), y));
+        _mm_store_ps(wy1s + i, _mm_sub_ps(y, yf));
+        const __m128i xi = _mm_cvttps_epi32(xf), yi = _mm_cvttps_epi32(yf);
+        _mm_store_si128(reinterpret_cast<__m128i*>(x0s + i), xi);
+        _mm_store_si128(reinterpret_cast<__m128i*>(y0s + i), yi);
+        const __m128i in = _mm_and_si128(
+            _mm_and_si128(_mm_cmpgt_epi32(xi, neg1), _mm_cmplt_epi32(xi, xlim)),
+            _mm_and_si128(_mm_cmpgt_epi32(yi, neg1), _mm_cmplt_epi32(yi, ylim)));
+        interior |= static_cast<uint64_t>(_mm_movemask_ps(_mm_castsi128_ps(in))) << i;
+      }
+      T* o = out + begin * 3;
+      for (int i = 0; i < n; ++i, o += 3) {
+        if ((interior >> i) & 1) {
+          Interp3(img + int64_t{y0s[i]} * row + int64_t{x0s[i]} * 3, row, in_end, wx0s[i],
+                  wx1s[i], wy0s[i], wy1s[i], o);
+        } else {
+          pixel(begin + i, o);
+        }
+      }
+    }
+    return;
   }
+#endif
+  for (int64_t ox = 0; ox < a.ow; ++ox) pixel(ox, out + ox * c);
 }
 
 using RowFn = void (*)(const Args&, int64_t, int64_t);
@@ -353,6 +455,7 @@ class AffineWarpOp : public OpKernel {
 
     Args a;
     a.in = images.data();
+    a.in_end = images.flat<T>().data() + images.NumElements();
     a.out = out->data();
     a.transforms = transforms.flat<float>().data();
     a.transform_stride = transforms.dim_size(0) == 1 ? 0 : 8;
