@@ -168,7 +168,8 @@ def tfpipe_variants(glob: str, only_default: bool) -> dict[str, Callable[[], tf.
 def _without_isolation(build: Callable[[], tf.data.Dataset]) -> Callable[[], tf.data.Dataset]:
     """Same pipeline with a plain parallel map in place of the per-record isolation."""
     def plain(ds, process, sentinel, files, policy, parallel, deterministic=True):
-        return ds.map(process, num_parallel_calls=parallel, deterministic=deterministic)
+        mapped = ds.map(process, num_parallel_calls=parallel, deterministic=deterministic)
+        return mapped, lambda batched: batched
 
     def run() -> tf.data.Dataset:
         import tfpipe.pipeline._build as B

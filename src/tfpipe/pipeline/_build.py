@@ -121,14 +121,15 @@ def _assemble(s: Settings, split: str, epoch: int, worker: Any, keep_index: bool
         stages.append(("decode", ds.map(builder.decode_only, num_parallel_calls=npc,
                                         deterministic=s.deterministic)))
 
-    ds = isolate(ds, builder.process, builder.sentinel, files, s.on_error, npc, s.deterministic)
+    ds, after_batch = isolate(ds, builder.process, builder.sentinel, files, s.on_error, npc,
+                              s.deterministic)
     if not train:
         ds = _cache(ds, s, split, files, (wi, wc), "decoded")
     stages.append(("geometry", ds))
     stages.append(("pixel", ds))  # L3 runs batched: the per-sample stage ends at geometry
 
     drop = s.drop_remainder if train else False
-    ds = builder.batch(ds, drop)
+    ds = after_batch(builder.batch(ds, drop))
     stages.append(("batch", ds))
 
     compose = tf.autograph.experimental.do_not_convert(
