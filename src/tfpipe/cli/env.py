@@ -48,6 +48,9 @@ def command(as_json: bool) -> None:
         t.add_row("devices", ", ".join(f"{d['name']}" for d in tf_info["devices"]) or "none")
         xla = tf_info["xla"]
         t.add_row("XLA", "available" if xla["available"] else f"unavailable ({xla['detail']})")
+        nat = tf_info.get("native_ops", {})
+        t.add_row("native ops", "active" if nat.get("active")
+                  else f"off: {nat.get('detail')}")
         t.add_row("TF threads", f"inter-op {tf_info['inter_op_threads'] or 'auto'}, "
                                 f"intra-op {tf_info['intra_op_threads'] or 'auto'}")
     Console().print(t)
