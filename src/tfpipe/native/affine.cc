@@ -233,7 +233,7 @@ inline __m128 Floor4(__m128 v) {
 // One output row of image b: columns [0, ow). kC: channels known at compile
 // time (1 or 3, so the channel loops unroll), 0 = read from `a`.
 template <typename T, Fill F, bool kBilinear, int kC>
-void WarpRow(const Args& a, int64_t b, int64_t oy) {
+void WarpRow(const Args& a, int64_t b, int64_t oy, int64_t x_begin, int64_t x_end) {
   const T* img = static_cast<const T*>(a.in) + b * a.h * a.w * a.c;
   T* out = static_cast<T*>(a.out) + ((b * a.oh + oy) * a.ow) * a.c;
   const float* t = a.transforms + b * a.transform_stride;
@@ -342,8 +342,8 @@ void WarpRow(const Args& a, int64_t b, int64_t oy) {
     // x0 + 1 < w  <=>  x0 < w - 1 (sizes fit int32: TF shapes of images do)
     const __m128i xlim = _mm_set1_epi32(static_cast<int32_t>(w - 1));
     const __m128i ylim = _mm_set1_epi32(static_cast<int32_t>(h - 1));
-    for (int64_t begin = 0; begin < a.ow; begin += kChunk) {
-      const int n = static_cast<int>(std::min<int64_t>(kChunk, a.ow - begin));
+    for (int64_t begin = x_begin; begin < x_end; begin += kChunk) {
+      const int n = static_cast<int>(std::min<int64_t>(kChunk, x_end - begin));
       uint64_t interior = 0;  // bit i: all four taps of pixel begin + i inside
       for (int i = 0; i < n; i += 4) {
         // integer-valued floats below 2^24: exact, = static_cast<float>(ox)
@@ -381,10 +381,23 @@ void WarpRow(const Args& a, int64_t b, int64_t oy) {
     return;
   }
 #endif
-  for (int64_t ox = 0; ox < a.ow; ++ox) pixel(ox, out + ox * c);
+  for (int64_t ox = x_begin; ox < x_end; ++ox) pixel(ox, out + ox * c);
 }
 
-using RowFn = void (*)(const Args&, int64_t, int64_t);
+using RowFn = void (*)(const Args&, int64_t, int64_t, int64_t, int64_t);
+
+// Output tiles of kTileRows x kTileCols, each done column strip by row: a
+// rotated row walks across many source rows, and a narrow strip keeps the
+// source lines that consecutive output rows share in L1 (as cv2.warpAffine's
+// blocks do).
+constexpr int64_t kTileRows = 32, kTileCols = 64;
+
+void WarpTile(RowFn fn, const Args& a, int64_t b, int64_t y_begin, int64_t y_end) {
+  for (int64_t x = 0; x < a.ow; x += kTileCols) {
+    const int64_t x_end = std::min(a.ow, x + kTileCols);
+    for (int64_t y = y_begin; y < y_end; ++y) fn(a, b, y, x, x_end);
+  }
+}
 
 template <typename T, Fill F, bool kBilinear>
 RowFn PickChannels(int64_t c) {
@@ -467,16 +480,20 @@ class AffineWarpOp : public OpKernel {
     a.fill = fill_value.scalar<float>()();
     const RowFn fn = Pick<T>(fill_, bilinear_, a.c);
 
+    const int64_t blocks = (oh + kTileRows - 1) / kTileRows;  // row blocks per image
+    auto run = [&](int64_t begin, int64_t end) {
+      for (int64_t r = begin; r < end; ++r) {
+        const int64_t b = r / blocks, y = (r % blocks) * kTileRows;
+        WarpTile(fn, a, b, y, std::min<int64_t>(oh, y + kTileRows));
+      }
+    };
     if (batch == 1) {  // the tf.data map case: the map already runs images in parallel
-      for (int64_t y = 0; y < oh; ++y) fn(a, 0, y);
+      run(0, blocks);
       return;
     }
     auto* workers = ctx->device()->tensorflow_cpu_worker_threads();
-    const int64_t cost = ow * a.c * (bilinear_ ? 12 : 4);  // rough cycles per row
-    Shard(workers->num_threads, workers->workers, batch * oh, cost,
-          [&](int64_t begin, int64_t end) {
-            for (int64_t r = begin; r < end; ++r) fn(a, r / oh, r % oh);
-          });
+    const int64_t cost = kTileRows * ow * a.c * (bilinear_ ? 12 : 4);  // rough cycles
+    Shard(workers->num_threads, workers->workers, batch * blocks, cost, run);
   }
 
  private:
