@@ -11,11 +11,14 @@
 // needs a float32 copy in, a float32 image out and separate round/cast passes.
 // Here each output pixel computes its source position and taps once, interior
 // pixels skip the per-tap bounds checks, and uint8 is read and written
-// directly. The projection is evaluated per pixel exactly as TF writes it
-// ((t0*x + t1*y) + t2) rather than incrementally, so that coordinates -- and
-// hence results -- match bit for bit; it costs two multiplies and adds.
+// directly; with SSE2 (every x86-64) the coordinates/weights of 4 pixels are
+// computed per step and 3 channels are interpolated as one 4-lane vector, and
+// the output is walked in tiles for cache locality. The projection is
+// evaluated per pixel exactly as TF writes it ((t0*x + t1*y) + t2) rather than
+// incrementally, so that coordinates -- and hence results -- match bit for
+// bit. Build without FMA contraction (build.py: -ffp-contract=off).
 //
-// Threads: a batch is sharded over the CPU worker pool by output rows; a
+// Threads: a batch is sharded over the CPU worker pool by output tiles; a
 // single image (the tf.data map case: one image per call, many calls in
 // parallel) runs inline. Every output pixel is independent, so the result
 // does not depend on the thread count.
@@ -239,7 +242,7 @@ void WarpRow(const Args& a, int64_t b, int64_t oy, int64_t x_begin, int64_t x_en
   const float* t = a.transforms + b * a.transform_stride;
   const int64_t h = a.h, w = a.w, c = kC ? kC : a.c;
   const float fill = a.fill;
-  const T* in_end = static_cast<const T*>(a.in_end);
+  [[maybe_unused]] const T* in_end = static_cast<const T*>(a.in_end);  // SSE2 paths
   const float fy = static_cast<float>(oy);
   const bool affine = t[6] == 0.0f && t[7] == 0.0f;  // projection == 1 exactly
   // Row-constant products; TF computes t1*y etc. per element -- same values.
