@@ -43,6 +43,8 @@ HEAVY_OPS = frozenset({
     "AdjustSaturation", "RGBToHSV", "HSVToRGB", "Conv2D", "DepthwiseConv2dNative",
     "ParseExampleV2", "ParseSingleExample", "ParseExample", "AudioSpectrogram", "Mfcc",
     "DecodeWav", "FFT", "FFT2D", "RFFT", "RFFT2D",
+    # tfpipe's own native kernels (tfpipe.native)
+    "TfpipeResizeBilinearU8", "TfpipeAffineWarp",
 })
 
 # Bookkeeping ops that cost nothing per element; not counted as "work".
