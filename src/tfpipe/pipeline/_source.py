@@ -6,17 +6,15 @@ record or image can be reported by name under `pipeline.on_error`.
 
 from __future__ import annotations
 
-import glob
-import os
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Callable
 
 import tensorflow as tf
 
 from tfpipe.errors import ConfigError, ManifestError
+from tfpipe.records import open_source
 
 IMAGE_KEY = "image/encoded"
-FORMAT_KEY = "image/format"
 LABEL_KEY = "image/class/label"
 BOX_KEYS = tuple(f"image/object/bbox/{k}" for k in ("ymin", "xmin", "ymax", "xmax"))
 BOX_LABEL_KEY = "image/object/class/label"
@@ -30,41 +28,9 @@ DEFAULT_CYCLE = 4
 @dataclass(frozen=True)
 class Source:
     files: list[str]
-    compression: str | None
+    compression: str | None  # tf.data's compression_type: None or "GZIP"
     parse: Callable[[tf.Tensor], dict[str, tf.Tensor]]
-    num_records: int | None
     num_classes: int | None
-
-
-def _fallback_parse(task: str) -> Callable[[tf.Tensor], dict[str, tf.Tensor]]:
-    spec: dict[str, Any] = {
-        IMAGE_KEY: tf.io.FixedLenFeature([], tf.string),
-        FORMAT_KEY: tf.io.FixedLenFeature([], tf.string, default_value=b""),
-        LABEL_KEY: tf.io.FixedLenFeature([], tf.int64, default_value=-1),
-    }
-    if task == "detection":
-        for key in BOX_KEYS:
-            spec[key] = tf.io.VarLenFeature(tf.float32)
-        spec[BOX_LABEL_KEY] = tf.io.VarLenFeature(tf.int64)
-
-    def parse(serialized: tf.Tensor) -> dict[str, tf.Tensor]:
-        out = tf.io.parse_single_example(serialized, spec)
-        return {k: tf.sparse.to_dense(v) if isinstance(v, tf.sparse.SparseTensor) else v
-                for k, v in out.items()}
-
-    return parse
-
-
-def _glob_files(path: str, split: str) -> tuple[list[str], str | None]:
-    if os.path.isdir(path):
-        files = sorted(glob.glob(os.path.join(path, f"{split}-*-of-*.tfrecord*")))
-    else:
-        files = sorted(glob.glob(path))
-    if not files:
-        raise ConfigError(f"data.path: no {split!r} shards found at {path!r} "
-                          f"(expected {split}-NNNNN-of-NNNNN.tfrecord[.gz])")
-    comp = "GZIP" if files[0].endswith(".gz") else None
-    return files, comp
 
 
 def open_records(path: str | None, split: str, task: str) -> Source:
@@ -73,23 +39,12 @@ def open_records(path: str | None, split: str, task: str) -> Source:
         raise ConfigError("data.path: not set; point it at a converted dataset directory "
                           "or a shard glob (tfpipe convert SRC OUT)")
     required = [IMAGE_KEY] + ([*BOX_KEYS] if task == "detection" else [])
-    try:
-        from tfpipe.records import open_source
-    except ImportError:  # records package not importable: plain glob + standard keys
-        open_source = None
-    if open_source is None:
-        files, comp = _glob_files(path, split)
-        return Source(files, comp, _fallback_parse(task), None, None)
     src = open_source(path, split=split, required=required)
-    comp = src.compression
-    if comp is not None:
-        comp = "GZIP" if str(comp).lower() in ("gzip", "gz") else str(comp)
-    names = list(getattr(src, "class_names", []) or [])
     files = list(src.files)
     if not files:
         raise ManifestError(f"no {split!r} shards under {path!r}")
-    # num_records is not read here: for a bare glob it walks every frame in Python.
-    return Source(files, comp, src.parse, None, len(names) or None)
+    names = list(src.class_names or [])
+    return Source(files, src.tf_compression or None, src.parse, len(names) or None)
 
 
 def worker_files(files: list[str], index: int, count: int) -> tuple[list[str], bool]:
