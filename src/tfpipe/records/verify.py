@@ -149,11 +149,15 @@ class _DeepChecker:
 
 
 def _check_file(path: str, compression: str | None, report: VerifyReport,
-                deep: _DeepChecker | None, expect_records: int | None = None) -> int:
-    """Scan one file into the report; return its intact record count."""
+                deep: _DeepChecker | None, expect_records: int | None = None,
+                want_sha256: bool = False) -> tuple[int, str | None]:
+    """Scan one file into the report; return its intact record count and, when
+    asked, the file's sha256 (hashed from the mapping the scan just read, so a
+    plain shard is read from disk once, not twice)."""
     # "auto" for a lone file; a manifest's compression is authoritative, as for tf.data.
     comp = detect_compression(path, compression)
     n = 0
+    sha: str | None = None
     with _Buffer(path, comp) as buf:
         space = "decompressed" if comp == "gzip" else "file"
         for item in walk(buf):
@@ -167,9 +171,13 @@ def _check_file(path: str, compression: str | None, report: VerifyReport,
                 data = bytes(buf.mm[item.start:item.start + item.length])
                 report.findings.extend(deep.check(path, item.index, item.offset, space, data))
         report.bytes_checked += buf.size
+        if want_sha256 and comp != "gzip":  # buf.mm is the file itself
+            sha = hashlib.sha256(buf.mm).hexdigest()
+    if want_sha256 and sha is None:  # GZIP: buf is the decompressed copy
+        sha = _sha256(path)
     report.files_checked += 1
     report.records_checked += n
-    return n
+    return n, sha
 
 
 def verify(path: str | os.PathLike[str], deep: bool = False,
@@ -214,12 +222,13 @@ def verify(path: str | os.PathLike[str], deep: bool = False,
                 report.findings.append(Finding(
                     "size-mismatch", f, None, None,
                     f"{size} bytes on disk, manifest says {entry.num_bytes}"))
-            sha = _sha256(f)
+            at = len(report.findings)  # the checksum finding goes before the frame findings
+            n, sha = _check_file(f, manifest.compression, report, checker, entry.num_records,
+                                 want_sha256=True)
             if sha != entry.sha256:
-                report.findings.append(Finding(
+                report.findings.insert(at, Finding(
                     "checksum-mismatch", f, None, None,
                     f"sha256 {sha[:16]}... differs from the manifest's {entry.sha256[:16]}..."))
-            n = _check_file(f, manifest.compression, report, checker, entry.num_records)
             if n != entry.num_records:
                 report.findings.append(Finding(
                     "count-mismatch", f, None, None,
