@@ -95,18 +95,8 @@ def apply_geometry_op(op: Op, image: tf.Tensor, seed: tf.Tensor,
 
 
 def aug(name: str) -> Any:
-    """A `tfpipe.augment` function, also when only its submodule exports it."""
-    import importlib
-
-    for module in ("tfpipe.augment", "tfpipe.augment.color", "tfpipe.augment.pixel",
-                   "tfpipe.augment.batch"):
-        try:
-            fn = getattr(importlib.import_module(module), name, None)
-        except ImportError:
-            continue
-        if fn is not None:
-            return fn
-    return None
+    """The public `tfpipe.augment` function `name`, or None."""
+    return getattr(augment, name, None)
 
 
 def pixel_fn(op: Op) -> Callable[[tf.Tensor, tf.Tensor], tf.Tensor]:
