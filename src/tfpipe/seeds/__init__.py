@@ -21,6 +21,7 @@ from tfpipe.seeds._derive import (
     sample_seed,
     sample_stream,
 )
+from tfpipe.seeds._rows import fold_rows, full_int_rows, split_rows, uniform_rows
 
 __all__ = [
     "ALG",
@@ -32,9 +33,13 @@ __all__ = [
     "batch_stream",
     "epoch_seed",
     "fold",
+    "fold_rows",
+    "full_int_rows",
     "global_index",
     "global_seed",
     "op_seed",
     "sample_seed",
     "sample_stream",
+    "split_rows",
+    "uniform_rows",
 ]
