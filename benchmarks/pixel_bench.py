@@ -20,6 +20,17 @@ decode/read are excluded so only the pixel work is compared:
                         adjust_saturation on the uint8 batch, or per sample (uint8) before batching
 
 Ratios to the first variant are the figures to trust (the machine is shared).
+
+    .venv/bin/python benchmarks/pixel_bench.py --fused [--batch 64] [--rounds 5]
+
+compares the pipeline's fused batched L3 (`tfpipe.pipeline.fast.FusedPixel`: one
+`tf.function(jit_compile=True)` over a uint8 [B,224,224,3] batch with per-sample
+parameters) with the previous formulation of the same chain (the public kernels
+composed in one jit: contrast's `reduce_mean` and saturation's `reduce_max/min`,
+which XLA:CPU runs as library reductions over a float32 copy of the batch), as
+ms/img of warm calls and as a ratio to the XLA-compiled normalize alone, plus the
+same chains inside `tf.data` (a map over repeated batches) with the pipeline's
+private thread pool and with `max_intra_op_parallelism=1`.
 """
 
 from __future__ import annotations
@@ -147,13 +158,107 @@ def rate(ds: tf.data.Dataset, batch: int, seconds: float) -> float:
     return n / (time.perf_counter() - t0)
 
 
+# --------------------------------------------------------------------------- --fused
+def _previous_chain(ops, to_float: bool, normalize: bool):
+    """The fused chain as it was before the XLA-friendly kernels (p = 1 ops only):
+    cast, the public `adjust_*` kernels in order, normalize, in one jit."""
+    from tfpipe.pipeline.fast import FUSABLE
+
+    kernels = [getattr(A.color, FUSABLE[op.name][1]) for op in ops]
+
+    def chain(x, p, a):
+        x = tf.cast(x, tf.float32) * (1.0 / 255.0) if to_float else x
+        for j, kernel in enumerate(kernels):
+            x = kernel(x, p[:, j])
+        return A.normalize(x, MEAN, STD) if normalize else x
+    return tf.function(chain, jit_compile=True, reduce_retracing=True)
+
+
+def _fused_variants(batch: int):
+    from tfpipe.pipeline._settings import Op
+    from tfpipe.pipeline.fast import FusedPixel, jit_normalize
+
+    ops = [Op("brightness", params={"max_delta": 0.4}), Op("contrast", params={"lower": 0.6, "upper": 1.4}),
+           Op("saturation", params={"lower": 0.6, "upper": 1.4})]
+    rng = np.random.default_rng(0)
+    params = tf.constant(np.stack([rng.uniform(-0.4, 0.4, batch), rng.uniform(0.6, 1.4, batch),
+                                   rng.uniform(0.6, 1.4, batch)], 1).astype(np.float32))
+    apply = tf.ones([batch, 3], tf.bool)
+    norm = jit_normalize(MEAN, STD)
+    out: list[tuple[str, object]] = [("XLA normalize alone (reference)", lambda x, p, a: norm(x))]
+    for n, label in ((2, "b+c+normalize"), (3, "b+c+s+normalize")):
+        fused = FusedPixel(ops[:n], MEAN, STD)
+        prev = _previous_chain(ops[:n], True, True)
+        out.append((f"{label}, previous", lambda x, p, a, f=prev, n=n: f(x, p[:, :n], a[:, :n])))
+        out.append((f"{label}, FusedPixel", lambda x, p, a, f=fused, n=n: f(
+            x, p[:, :n], a[:, :n], to_float=True, normalize=True)))
+    fused = FusedPixel(ops, MEAN, STD)
+    prev = _previous_chain(ops, False, False)
+    out.append(("uint8 b+c+s, previous", lambda x, p, a: prev(x, p, a)))
+    out.append(("uint8 b+c+s, FusedPixel", lambda x, p, a: fused(x, p, a, to_float=False, normalize=False)))
+    return out, params, apply
+
+
+def _call_times(fn, args, reps: int) -> list[float]:
+    fn(*args)
+    ts = []
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        # eager CPU ops are synchronous; .numpy() of the whole batch would time a 38 MB copy
+        fn(*args)[:1, :1, :1, :1].numpy()
+        ts.append(time.perf_counter() - t0)
+    return ts
+
+
+def _in_tfdata(fn, args, batch: int, seconds: float, intra_op: int | None) -> float:
+    ds = tf.data.Dataset.from_tensors(args).repeat().map(lambda x, p, a: fn(x, p, a), num_parallel_calls=2)
+    opts = tf.data.Options()
+    opts.threading.private_threadpool_size = 2  # what the pipeline sets on this 2-CPU box
+    if intra_op is not None:
+        opts.threading.max_intra_op_parallelism = intra_op
+    return rate(ds.with_options(opts), batch, seconds)
+
+
+def fused_main(args) -> None:
+    images = _photos(args.size, args.batch)
+    variants, params, apply = _fused_variants(args.batch)
+    call_args = (tf.constant(images), params, apply)
+    times: dict[str, list[float]] = {name: [] for name, _ in variants}
+    for _ in range(args.rounds):  # interleaved: load drifts hit every variant
+        for name, fn in variants:
+            times[name] += _call_times(fn, call_args, 4)
+    print(f"direct calls, {args.batch}x{args.size}x{args.size}x3 uint8 in, ms/img (min / median), "
+          f"x = ratio to the reference row")
+    ref_min, ref_med = min(times[variants[0][0]]), np.median(times[variants[0][0]])
+    for name, _ in variants:
+        t = times[name]
+        print(f"{name:34s} {min(t) / args.batch * 1e3:7.4f} / {np.median(t) / args.batch * 1e3:7.4f}"
+              f"   x{min(t) / ref_min:5.2f} / x{np.median(t) / ref_med:5.2f}")
+    picked = variants[:5]
+    rates: dict[str, list[float]] = {}
+    for _ in range(2):
+        for name, fn in picked:
+            for intra in (None, 1):
+                key = f"{name}{'' if intra is None else ', intra_op 1'}"
+                rates.setdefault(key, []).append(
+                    _in_tfdata(fn, call_args, args.batch, args.seconds, intra))
+    print("inside tf.data (map over repeated batches, npc 2, private pool 2), img/s")
+    ref = np.median(rates[variants[0][0]])
+    for key, r in rates.items():
+        print(f"{key:46s} {np.median(r):8.0f}   x{np.median(r) / ref:5.2f}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--size", type=int, default=224)
     ap.add_argument("--batch", type=int, default=64)
     ap.add_argument("--seconds", type=float, default=3.0)
     ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--fused", action="store_true", help="the fused L3 chain: previous vs FusedPixel")
     args = ap.parse_args()
+    if args.fused:
+        fused_main(args)
+        return
     images = _photos(args.size)
     variants = [("tf.image per sample (float32)", per_sample_tfimage),
                 ("tfpipe unfused, batch mode", tfpipe_unfused),

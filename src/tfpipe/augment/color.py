@@ -50,11 +50,28 @@ def _check_image(image: tf.Tensor) -> tf.Tensor:
     return image
 
 
+class _Levels:
+    """A uint8 image carried as integer-valued float32 0..255 between the kernels of
+    one XLA-compiled chain (`tfpipe.pipeline.fast.FusedPixel`, uint8 output).
+
+    The kernels take and return it like uint8 (same scale, same round + saturate,
+    so the same values), but XLA:CPU does not have to convert f32 -> u8 -> f32
+    after every op, which cost ~2x the rest of a fused colour chain.
+    """
+
+    dtype = "levels"  # what `_restore` is handed as the input dtype
+
+    def __init__(self, x: tf.Tensor) -> None:
+        self.x = x
+
+
 def _as_float(image: tf.Tensor) -> tuple[tf.Tensor, float]:
     """(float32 view, scale): values stay on the input's scale (255 or 1).
 
     Working on the 0..255 scale for uint8 saves a full multiply pass in and out.
     """
+    if isinstance(image, _Levels):
+        return image.x, 255.0
     image = _check_image(image)
     if image.dtype == tf.uint8:
         return tf.cast(image, tf.float32), 255.0
@@ -63,6 +80,8 @@ def _as_float(image: tf.Tensor) -> tuple[tf.Tensor, float]:
 
 def _restore(x: tf.Tensor, dtype: tf.DType) -> tf.Tensor:
     """Back to the input dtype: uint8 rounded + saturated, float32 clipped to [0,1]."""
+    if isinstance(dtype, str) and dtype == _Levels.dtype:
+        return _Levels(tf.clip_by_value(tf.round(x), 0.0, 255.0))
     if dtype == tf.uint8:
         return tf.cast(tf.clip_by_value(tf.round(x), 0.0, 255.0), tf.uint8)
     return tf.clip_by_value(x, 0.0, 1.0)
@@ -205,11 +224,43 @@ def _channel_mean(x: tf.Tensor) -> tf.Tensor:
     return tf.reduce_mean(x, axis=[-3, -2], keepdims=True)
 
 
+def _channel_mean_dot(x: tf.Tensor) -> tf.Tensor:
+    """`_channel_mean` as two contractions with ones vectors (H, then W): for XLA.
+
+    XLA:CPU hands `reduce(..., dims={H,W})` to a library reduction that cannot
+    take the elementwise producer (cast, brightness, clip) with it, so the
+    producer is written out as a float32 batch and read back. A dot with a small
+    ones vector is fused with its producer into one loop over the uint8 input:
+    on a 64x224x224x3 batch the mean of `clip(x/255 + d)` costs about one
+    normalize pass instead of three or four (benchmarks/pixel_bench.py --fused). It is also
+    more accurate (224 + 224 partial sums, vs one f32 accumulator per channel).
+    Plain TF (no XLA) runs it as two matmuls: use `_channel_mean` there.
+    """
+    shape = tf.shape(x)
+    h = tf.ones(shape[-3:-2], x.dtype)
+    w = tf.ones(shape[-2:-1], x.dtype)
+    s = tf.einsum("...hwc,h->...wc", x, h)
+    s = tf.einsum("...wc,w->...c", s, w)
+    n = tf.cast(shape[-3] * shape[-2], x.dtype)
+    return (s / n)[..., None, None, :]
+
+
+def _contrast(image, factor: Number, channel_mean: Callable[[tf.Tensor], tf.Tensor]) -> tf.Tensor:
+    x, _ = _as_float(image)
+    mean = channel_mean(x)
+    return _restore((x - mean) * _param(factor, x) + mean, image.dtype)
+
+
 def adjust_contrast(image, factor: Number) -> tf.Tensor:
     """`(x - mean) * factor + mean`, mean per image and channel (`tf.image.adjust_contrast`)."""
-    x, _ = _as_float(image)
-    mean = _channel_mean(x)
-    return _restore((x - mean) * _param(factor, x) + mean, image.dtype)
+    return _contrast(image, factor, _channel_mean)
+
+
+def _adjust_contrast_xla(image, factor: Number) -> tf.Tensor:
+    """`adjust_contrast` for use inside `tf.function(jit_compile=True)` (same values
+    to float rounding): the channel mean is a dot XLA fuses with the ops before it.
+    Used by the pipeline's fused L3 (`tfpipe.pipeline.fast.FusedPixel`)."""
+    return _contrast(image, factor, _channel_mean_dot)
 
 
 def sample_contrast(seed, lower: float, upper: float, batch_shape: Sequence[int] = ()) -> tf.Tensor:
@@ -223,6 +274,13 @@ def random_contrast(image, seed, lower: float, upper: float, p: float = 1.0) -> 
 
 
 # --------------------------------------------------------------------------- saturation
+def _saturation_check(image) -> tf.Tensor:
+    x, _ = _as_float(image)
+    if x.shape[-1] != 3:
+        raise ValueError(f"saturation needs 3 channels, got {x.shape[-1]}")
+    return x
+
+
 def adjust_saturation(image, factor: Number) -> tf.Tensor:
     """HSV saturation times `factor` (clipped to 1), like `tf.image.adjust_saturation`.
 
@@ -230,14 +288,30 @@ def adjust_saturation(image, factor: Number) -> tf.Tensor:
     channel is affine in S, so `c' = V - r (V - c)` with `r = min(factor, V / (V - min))`.
     Same result as the HSV path (to float rounding), about 3x fewer passes.
     """
-    x, _ = _as_float(image)
-    if x.shape[-1] != 3:
-        raise ValueError(f"saturation needs 3 channels, got {x.shape[-1]}")
+    x = _saturation_check(image)
     f = _param(factor, x)
     v = tf.reduce_max(x, axis=-1, keepdims=True)
     chroma = v - tf.reduce_min(x, axis=-1, keepdims=True)
     r = tf.minimum(f, tf.math.divide_no_nan(v, chroma))
     r = tf.where(chroma > 0, r, tf.zeros_like(r))  # gray pixels: c == V, any r works
+    return _restore(v - r * (v - x), image.dtype)
+
+
+def _adjust_saturation_xla(image, factor: Number) -> tf.Tensor:
+    """`adjust_saturation` for `tf.function(jit_compile=True)`: the same formula,
+    with the channel max/min as elementwise max/min of the channel slices (exact).
+
+    XLA:CPU sends a size-3 `reduce_max`/`reduce_min` to a library call that needs
+    the whole float batch written out first; the slices fuse into the loops. Used
+    by `tfpipe.pipeline.fast.FusedPixel`.
+    """
+    x = _saturation_check(image)
+    f = _param(factor, x)
+    r, g, b = x[..., 0:1], x[..., 1:2], x[..., 2:3]
+    v = tf.maximum(tf.maximum(r, g), b)
+    chroma = v - tf.minimum(tf.minimum(r, g), b)
+    r = tf.minimum(f, tf.math.divide_no_nan(v, chroma))
+    r = tf.where(chroma > 0, r, tf.zeros_like(r))
     return _restore(v - r * (v - x), image.dtype)
 
 

@@ -33,6 +33,18 @@ FUSABLE: dict[str, tuple[str, str]] = {
     "gamma": ("sample_gamma", "adjust_gamma"),
 }
 
+# Same semantics, formulations XLA:CPU compiles better (see the kernels' docstrings):
+# XLA:CPU sends every reduce to a library call that cannot fuse the ops before it, so
+# each one writes the whole float32 batch out and reads it back. Contrast's channel
+# mean becomes a dot with ones (fused into one loop over the uint8 input), the
+# saturation's channel max/min elementwise max/min of slices. Brightness + contrast
+# + normalize went from 4.2-4.7x to 2.2-2.4x the cost of normalize alone, + saturation
+# from 12-17x to 3.2-3.8x (docs/performance.md, "Fused batched L3 chain").
+_XLA_KERNELS: dict[str, Callable[[tf.Tensor, tf.Tensor], tf.Tensor]] = {
+    "contrast": color._adjust_contrast_xla,
+    "saturation": color._adjust_saturation_xla,
+}
+
 
 def jit_normalize(mean: Sequence[float], std: Sequence[float]) -> Callable[[tf.Tensor], tf.Tensor]:
     """`color.normalize(x, mean, std)` compiled with XLA (uint8 or float [0,1] batch in)."""
@@ -83,14 +95,25 @@ class FusedPixel:
 
     def _chain(self, x: tf.Tensor, params: tf.Tensor, apply: tf.Tensor, to_float: bool,
                normalize: bool) -> tf.Tensor:
-        if to_float:  # inside the compiled function: the cast fuses with the first op
-            x = tf.cast(x, tf.float32) * (1.0 / 255.0)
+        # inside the compiled function: the cast fuses with the first op. uint8 mode
+        # carries integer-valued float32 levels between the ops (`color._Levels`):
+        # the same rounded values without an f32 -> u8 -> f32 round trip per op.
+        y = tf.cast(x, tf.float32)
+        y = y * (1.0 / 255.0) if to_float else color._Levels(y)
         for j, op in enumerate(self.ops):
-            out = self._kernels[j](x, params[:, j])
-            x = out if op.p >= 1.0 else color.maybe_apply(apply[:, j], out, x)
+            kernel = _XLA_KERNELS.get(op.name, self._kernels[j])
+            out = kernel(y, params[:, j])
+            if op.p < 1.0:
+                if to_float:
+                    out = color.maybe_apply(apply[:, j], out, y)
+                else:
+                    out = color._Levels(color.maybe_apply(apply[:, j], out.x, y.x))
+            y = out
+        if not to_float:
+            y = tf.cast(y.x, tf.uint8)  # exact: integer values in [0, 255]
         if normalize:
-            x = color.normalize(x, self.mean, self.std)
-        return x
+            y = color.normalize(y, self.mean, self.std)
+        return y
 
     def __call__(self, x: tf.Tensor, params: tf.Tensor, apply: tf.Tensor, *,
                  to_float: bool, normalize: bool) -> tf.Tensor:
