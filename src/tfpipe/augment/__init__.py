@@ -18,6 +18,8 @@ from tfpipe.augment.geometry import (
     compose,
     crop_and_resize,
     crop_matrix,
+    crop_window_draws,
+    crop_window_from_draws,
     flip_matrix,
     identity_matrix,
     pad_and_crop,
@@ -38,7 +40,8 @@ from tfpipe.augment.geometry import (
 
 __all__ = [
     "BOX_FORMATS", "affine", "apply_geometry", "center_crop", "center_crop_window", "compose",
-    "convert_boxes", "crop_and_resize", "crop_matrix", "filter_boxes", "flip_matrix",
+    "convert_boxes", "crop_and_resize", "crop_matrix", "crop_window_draws",
+    "crop_window_from_draws", "filter_boxes", "flip_matrix",
     "identity_matrix", "pad_and_crop", "random_affine", "random_flip", "random_resized_crop",
     "random_rot90", "remap", "resize_matrix", "rot90_matrix", "rotation_matrix",
     "sample_affine_matrix", "sample_crop_window", "scale_matrix", "shear_matrix",

@@ -21,7 +21,7 @@ from typing import Union
 import tensorflow as tf
 
 from tfpipe.native import affine as native_affine
-from tfpipe.seeds import ALG
+from tfpipe.seeds import ALG, split_rows, uniform_rows
 
 Size = Union[Sequence[int], tf.Tensor]
 Pair = Union[float, Sequence[float]]
@@ -449,17 +449,8 @@ def random_rot90(image: tf.Tensor, seed: tf.Tensor, p: float = 1.0
     return out, rot90_matrix(image_size(image), k)
 
 
-def sample_crop_window(seed: tf.Tensor, image_height: object, image_width: object,
-                       scale: Sequence[float] = (0.08, 1.0),
-                       ratio: Sequence[float] = (3.0 / 4.0, 4.0 / 3.0), attempts: int = 10
-                       ) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor, tf.Tensor]:
-    """torchvision RandomResizedCrop window: (offset_y, offset_x, crop_h, crop_w) int32.
-
-    All `attempts` draws are made at once (area fraction uniform in `scale`, log
-    aspect uniform in log(`ratio`)); the first that fits is used, else the centre
-    crop clamped to `ratio`. Pure graph ops on scalars, so the pipeline can call it
-    on the JPEG header size and hand the window to `tf.io.decode_and_crop_jpeg`.
-    """
+def _check_crop_ranges(scale: Sequence[float], ratio: Sequence[float], attempts: int
+                       ) -> tuple[float, float, float, float]:
     s_lo, s_hi = (float(v) for v in scale)
     r_lo, r_hi = (float(v) for v in ratio)
     if not 0 < s_lo <= s_hi <= 1:
@@ -468,20 +459,52 @@ def sample_crop_window(seed: tf.Tensor, image_height: object, image_width: objec
         raise ValueError(f"ratio must satisfy 0 < low <= high, got {tuple(ratio)}")
     if attempts < 1:
         raise ValueError(f"attempts must be >= 1, got {attempts}")
+    return s_lo, s_hi, r_lo, r_hi
+
+
+def crop_window_draws(seed: tf.Tensor, scale: Sequence[float] = (0.08, 1.0),
+                      ratio: Sequence[float] = (3.0 / 4.0, 4.0 / 3.0), attempts: int = 10
+                      ) -> tf.Tensor:
+    """The random numbers behind `sample_crop_window`: float32 [4, attempts].
+
+    Rows: area fraction ~ U(scale), log aspect ~ U(log ratio), and two U[0, 1)
+    for the y / x offsets. A batch of seeds [B, 2] gives [B, 4, attempts], row i
+    bit-identical to `crop_window_draws(seed[i])` (vectorized Philox,
+    `tfpipe.seeds.uniform_rows`): the pipeline draws a whole block of samples
+    at once and only the size-dependent arithmetic runs per image.
+    """
+    s_lo, s_hi, r_lo, r_hi = _check_crop_ranges(scale, ratio, attempts)
+    lr_lo, lr_hi = math.log(r_lo), math.log(r_hi)
+    seed = tf.convert_to_tensor(seed)
+    if seed.shape.rank == 2:
+        parts = split_rows(tf.cast(seed, tf.int64), 4)
+        return tf.stack([uniform_rows(parts[:, 0], (attempts,), s_lo, s_hi),
+                         uniform_rows(parts[:, 1], (attempts,), lr_lo, lr_hi),
+                         uniform_rows(parts[:, 2], (attempts,), 0.0, 1.0),
+                         uniform_rows(parts[:, 3], (attempts,), 0.0, 1.0)], axis=1)
+    parts = _split_seed(seed, 4)
+    return tf.stack([_uniform(parts[0], s_lo, s_hi, [attempts]),
+                     _uniform(parts[1], lr_lo, lr_hi, [attempts]),
+                     _uniform(parts[2], 0.0, 1.0, [attempts]),
+                     _uniform(parts[3], 0.0, 1.0, [attempts])])
+
+
+def crop_window_from_draws(draws: tf.Tensor, image_height: object, image_width: object,
+                           ratio: Sequence[float] = (3.0 / 4.0, 4.0 / 3.0)
+                           ) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor, tf.Tensor]:
+    """`sample_crop_window`'s window from its draws [4, attempts] and the image size."""
+    r_lo, r_hi = (float(v) for v in ratio)
     h = tf.cast(image_height, tf.int32)
     w = tf.cast(image_width, tf.int32)
     hf, wf = tf.cast(h, tf.float32), tf.cast(w, tf.float32)
-    seeds = _split_seed(seed, 4)
-    area = hf * wf * _uniform(seeds[0], s_lo, s_hi, [attempts])
-    aspect = tf.exp(_uniform(seeds[1], math.log(r_lo), math.log(r_hi), [attempts]))
+    area = hf * wf * draws[0]
+    aspect = tf.exp(draws[1])
     cw = tf.cast(tf.round(tf.sqrt(area * aspect)), tf.int32)
     ch = tf.cast(tf.round(tf.sqrt(area / aspect)), tf.int32)
     ok = (cw > 0) & (cw <= w) & (ch > 0) & (ch <= h)
     # offsets uniform over the integers [0, h - ch] like torch.randint(0, h - ch + 1)
-    uy = _uniform(seeds[2], 0.0, 1.0, [attempts])
-    ux = _uniform(seeds[3], 0.0, 1.0, [attempts])
-    oy = tf.minimum(tf.cast(uy * tf.cast(h - ch + 1, tf.float32), tf.int32), h - ch)
-    ox = tf.minimum(tf.cast(ux * tf.cast(w - cw + 1, tf.float32), tf.int32), w - cw)
+    oy = tf.minimum(tf.cast(draws[2] * tf.cast(h - ch + 1, tf.float32), tf.int32), h - ch)
+    ox = tf.minimum(tf.cast(draws[3] * tf.cast(w - cw + 1, tf.float32), tf.int32), w - cw)
     first = tf.argmax(tf.cast(ok, tf.int32), output_type=tf.int32)
     # fallback: whole image, clamped to the allowed aspect range, centred
     in_ratio = wf / hf
@@ -495,6 +518,22 @@ def sample_crop_window(seed: tf.Tensor, image_height: object, image_width: objec
     out_y = tf.where(found, tf.gather(oy, first), (h - fb_h) // 2)
     out_x = tf.where(found, tf.gather(ox, first), (w - fb_w) // 2)
     return out_y, out_x, out_h, out_w
+
+
+def sample_crop_window(seed: tf.Tensor, image_height: object, image_width: object,
+                       scale: Sequence[float] = (0.08, 1.0),
+                       ratio: Sequence[float] = (3.0 / 4.0, 4.0 / 3.0), attempts: int = 10
+                       ) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor, tf.Tensor]:
+    """torchvision RandomResizedCrop window: (offset_y, offset_x, crop_h, crop_w) int32.
+
+    All `attempts` draws are made at once (area fraction uniform in `scale`, log
+    aspect uniform in log(`ratio`)); the first that fits is used, else the centre
+    crop clamped to `ratio`. Pure graph ops on scalars, so the pipeline can call it
+    on the JPEG header size and hand the window to `tf.io.decode_and_crop_jpeg`.
+    Equals `crop_window_from_draws(crop_window_draws(seed, ...), h, w, ratio)`.
+    """
+    draws = crop_window_draws(seed, scale, ratio, attempts)
+    return crop_window_from_draws(draws, image_height, image_width, ratio)
 
 
 def center_crop_window(image_height: object, image_width: object, size: Size,
