@@ -167,9 +167,13 @@ def tfpipe_variants(glob: str, only_default: bool) -> dict[str, Callable[[], tf.
 
 def _without_isolation(build: Callable[[], tf.data.Dataset]) -> Callable[[], tf.data.Dataset]:
     """Same pipeline with a plain parallel map in place of the per-record isolation."""
-    def plain(ds, process, sentinel, files, policy, parallel, deterministic=True):
-        mapped = ds.map(process, num_parallel_calls=parallel, deterministic=deterministic)
-        return mapped, lambda batched: batched
+    def plain(ds, process, sentinel, files, policy, parallel, deterministic=True, plan=None):
+        from tfpipe.pipeline._errors import _keep_full, planned
+
+        mapped = planned(ds, plan, parallel=parallel).map(
+            lambda sh, r, i, x, *row: {**process(sh, r, i, x, *row), "_local": i},
+            num_parallel_calls=parallel, deterministic=deterministic)
+        return mapped, _keep_full
 
     def run() -> tf.data.Dataset:
         import tfpipe.pipeline._build as B

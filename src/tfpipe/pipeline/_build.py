@@ -20,6 +20,7 @@ from tfpipe import seeds
 from tfpipe.errors import ConfigError
 from tfpipe.pipeline import _classify
 from tfpipe.pipeline._errors import guarded_map as isolate
+from tfpipe.pipeline._errors import planned
 from tfpipe.pipeline._options import map_parallelism, options
 from tfpipe.pipeline._settings import AUTOTUNE, Settings, settings
 from tfpipe.pipeline._source import open_records, read_records, worker_files
@@ -103,8 +104,8 @@ def _assemble(s: Settings, split: str, epoch: int, worker: Any, keep_index: bool
             # fold_in puts the data in word 1, the hash in word 0
             shuffle_seed = int(seeds.fold(es, SHUFFLE_TAG).numpy()[0] & 0x7FFFFFFFFFFFFFFF)
             ds = ds.shuffle(s.shuffle_buffer, seed=shuffle_seed, reshuffle_each_iteration=False)
-    # (shard, record, serialized) -> (shard, record, local index, serialized)
-    ds = ds.enumerate().map(lambda i, e: (e[0], e[1], i, e[2]))
+    # (local index, (shard, record, serialized)): the index keys the sample's seeds
+    ds = ds.enumerate()
 
     es = seeds.epoch_seed(seeds.global_seed(s.seed), epoch)
     num_classes = s.num_classes or src.num_classes
@@ -115,21 +116,23 @@ def _assemble(s: Settings, split: str, epoch: int, worker: Any, keep_index: bool
     else:
         builder = _classify.Classify(s, es, wi, wc, src.parse, train)
 
+    # per-block draws (classification training); detection draws per sample
+    plan = builder.plan if train and builder.augmenting else None
     if all_stages:  # extra prefixes only for the stage report: each traces functions
-        stages.append(("parse", ds.map(lambda sh, r, i, x: src.parse(x),
+        stages.append(("parse", ds.map(lambda i, e: src.parse(e[2]),
                                        num_parallel_calls=npc, deterministic=s.deterministic)))
-        stages.append(("decode", ds.map(builder.decode_only, num_parallel_calls=npc,
-                                        deterministic=s.deterministic)))
+        stages.append(("decode", planned(ds, plan, parallel=npc).map(
+            builder.decode_only, num_parallel_calls=npc, deterministic=s.deterministic)))
 
     ds, after_batch = isolate(ds, builder.process, builder.sentinel, files, s.on_error, npc,
-                              s.deterministic)
+                              s.deterministic, plan)
     if not train:
         ds = _cache(ds, s, split, files, (wi, wc), "decoded")
     stages.append(("geometry", ds))
     stages.append(("pixel", ds))  # L3 runs batched: the per-sample stage ends at geometry
 
     drop = s.drop_remainder if train else False
-    ds = after_batch(builder.batch(ds, drop))
+    ds = after_batch(builder.batch(ds, False), drop, s.batch_size)
     stages.append(("batch", ds))
 
     compose = tf.autograph.experimental.do_not_convert(

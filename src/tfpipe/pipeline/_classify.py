@@ -8,10 +8,18 @@ Whether a batch is augmented at all (`augment.enable_rate`) is one draw from
 batch index, `global_index(local // batch_size, worker, workers)`, so per-sample
 L2 and batched L3/L4 agree.
 
-L3 runs after batching: each sample carries one seed per pixel op, and the
-`tfpipe.augment` kernels draw row i's parameters from seed i only and apply
-them to the whole batch at once. That equals running the op per sample (tested)
-and avoids per-sample broadcasting, the hotspot PERF-NOTES found.
+Where the draws are made (the values are the same either way, tested):
+- `plan` runs once per block of samples (`_errors.planned`) and makes the
+  per-sample draws that do not depend on the image -- the op-seed base, the
+  random-resized-crop numbers, the flip coin, the enable coin -- with the
+  vectorized Philox of `tfpipe.seeds.*_rows`. Per sample this used to be ~20
+  small RNG kernels; it was the largest overhead of the train path.
+- `process` (per sample) parses, reads the JPEG header, turns the crop draws
+  into a window for that size, decodes only the window and resizes (+ flips).
+- L3 runs after batching: `pixel_inputs` draws every row's parameters from
+  its own seed, vectorized over the batch, and the kernels apply them to the
+  whole batch at once (equal to running the op per sample; tested), avoiding
+  per-sample broadcasting, the hotspot PERF-NOTES found.
 """
 
 from __future__ import annotations
@@ -25,7 +33,8 @@ from tfpipe.errors import ConfigError
 from tfpipe.pipeline._decode import decode_full, decode_window, resize_uint8
 from tfpipe.pipeline._settings import Op, Settings
 from tfpipe.pipeline._source import IMAGE_KEY, LABEL_KEY
-from tfpipe.pipeline.fast import FusedPixel, fusable, jit_normalize
+from tfpipe.augment import color
+from tfpipe.pipeline.fast import FUSABLE, FusedPixel, fusable, jit_normalize
 
 PIXEL_BASE = 1000
 ENABLE_OP = 0x656E61626C65  # "enable"
@@ -110,7 +119,7 @@ def pixel_fn(op: Op) -> Callable[[tf.Tensor, tf.Tensor], tf.Tensor]:
 
 
 class Classify:
-    """Per-sample and per-batch functions for one classification pipeline."""
+    """Per-block, per-sample and per-batch functions for one classification pipeline."""
 
     def __init__(self, s: Settings, epoch_seed: tf.Tensor, worker: int, workers: int,
                  parse: Callable[[tf.Tensor], dict[str, tf.Tensor]], train: bool) -> None:
@@ -121,6 +130,15 @@ class Classify:
         self.geometry = s.active("geometry") if train else []
         self.pixel = s.active("pixel") if train else []
         self.batch_ops = s.active("batch") if train else []
+        self.augmenting = bool(self.geometry or self.pixel or self.batch_ops)
+        ops = self.geometry
+        # random_resized_crop first: its window is drawn before decoding (decode_and_crop)
+        self.fast_crop = bool(ops) and ops[0].name == "random_resized_crop" and \
+            ops[0].params.get("interpolation", "bilinear") == "bilinear"
+        # ... and a horizontal-only flip right after it: its coin is drawn in the plan too
+        self.fast_flip = self.fast_crop and len(ops) > 1 and ops[1].name == "flip" and \
+            bool(ops[1].params.get("horizontal", True)) and \
+            not bool(ops[1].params.get("vertical", False))
         self.fused = FusedPixel(self.pixel, s.mean, s.std) if fusable(self.pixel) else None
         self.pixel_fns = [] if self.fused else [pixel_fn(op) for op in self.pixel]
         # resolved here, not inside the traced functions (autograph would trace importlib)
@@ -134,6 +152,61 @@ class Classify:
                 raise ConfigError(f"augment.batch.{op.name}: not a classification op; "
                                   "allowed: mixup, cutmix (mosaic is detection-only)")
 
+    # ------------------------------------------------------------------ seeds
+    def op_seeds(self, gidx: tf.Tensor) -> Callable[[int], tf.Tensor]:
+        """k -> `op_seed(sample_seed(epoch_seed, gidx), k)`, sharing the common folds."""
+        base = seeds.fold(seeds.fold(self.stream, gidx), seeds.OP_TAG)
+        return lambda k: seeds.fold(base, k)
+
+    def bases(self, local: tf.Tensor) -> tf.Tensor:
+        """Rows of local indices [n] -> op-seed bases [n, 2]: `op_seed(sample_seed, k)`
+        of sample i is `fold(bases[i], k)` (the `op_seeds` folds, vectorized)."""
+        gidx = seeds.global_index(local, self.wi, self.wc)
+        stream = tf.tile(self.stream[None], [tf.shape(gidx)[0], 1])
+        return seeds.fold_rows(seeds.fold_rows(stream, gidx), seeds.OP_TAG)
+
+    def _indices(self, local: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+        gidx = seeds.global_index(local, self.wi, self.wc)
+        gbatch = seeds.global_index(local // self.s.batch_size, self.wi, self.wc)
+        return gidx, gbatch
+
+    def _enabled_rows(self, local: tf.Tensor) -> tf.Tensor:
+        """`batch_enabled` for each sample's global batch, vectorized."""
+        rate = self.s.enable_rate
+        if rate <= 0.0:
+            return tf.zeros(tf.shape(local), tf.bool)
+        gbatch = seeds.global_index(local // self.s.batch_size, self.wi, self.wc)
+        stream = tf.tile(seeds.batch_stream(self.es)[None], [tf.shape(local)[0], 1])
+        bseed = seeds.fold_rows(seeds.fold_rows(seeds.fold_rows(stream, gbatch), seeds.OP_TAG),
+                                ENABLE_OP)
+        return seeds.uniform_rows(bseed, (), 0.0, 1.0) < rate
+
+    # ------------------------------------------------------------------ plan (per block)
+    def plan(self, local: tf.Tensor) -> dict[str, tf.Tensor]:
+        """The image-independent draws of a block of samples (local indices [n]).
+
+        `_base`: op-seed bases; `_enabled`: the batch's enable coin (enable_rate < 1);
+        `_crop`: `crop_window_draws(op_seed(0))` [n, 4, attempts]; `_crop_on`: its
+        p-coin (p < 1); `_flip`: the flip coin of op 1 -- each bit-identical to what
+        the per-sample ops draw from the same seeds.
+        """
+        base = self.bases(local)
+        out = {"_base": base}
+        if self.s.enable_rate < 1.0:
+            out["_enabled"] = self._enabled_rows(local)
+        if self.fast_crop:
+            op = self.geometry[0]
+            s0 = seeds.fold_rows(base, 0)
+            out["_crop"] = augment.crop_window_draws(
+                s0, _pair(op, "scale", (0.08, 1.0)), _pair(op, "ratio", (3 / 4, 4 / 3)))
+            if op.p < 1.0:  # = coin(op_seed(0), p)
+                out["_crop_on"] = seeds.uniform_rows(seeds.fold_rows(s0, COIN_TAG), (),
+                                                     0.0, 1.0) < op.p
+        if self.fast_flip:  # = random_flip's draw: _bernoulli(split(op_seed(1), 2)[0], p)
+            s1 = seeds.split_rows(seeds.fold_rows(base, 1), 2)[:, 0]
+            out["_flip"] = seeds.uniform_rows(s1, (), 0.0, 1.0) < self.geometry[1].p
+        return out
+
     # ------------------------------------------------------------------ L1 + L2
     def eval_image(self, encoded: tf.Tensor) -> tf.Tensor:
         size, frac = self.s.image_size, self.s.eval_crop_fraction
@@ -142,97 +215,62 @@ class Classify:
             lambda h, w: augment.center_crop_window(h, w, size, frac))
         return resize_uint8(crop, size)
 
-    def train_image(self, encoded: tf.Tensor, op_seed: Callable[[int], tf.Tensor]) -> tf.Tensor:
+    def _crop_window(self, row: dict[str, tf.Tensor]) -> Callable[..., tuple[tf.Tensor, ...]]:
+        ratio = _pair(self.geometry[0], "ratio", (3 / 4, 4 / 3))
+
+        def window(h: tf.Tensor, w: tf.Tensor) -> tuple[tf.Tensor, ...]:
+            win = augment.crop_window_from_draws(row["_crop"], h, w, ratio)
+            if "_crop_on" in row:  # not applied: the whole image, resized
+                full = (tf.constant(0), tf.constant(0), tf.cast(h, tf.int32),
+                        tf.cast(w, tf.int32))
+                win = tuple(tf.where(row["_crop_on"], a, b) for a, b in zip(win, full))
+            return win
+        return window
+
+    def train_image(self, encoded: tf.Tensor, row: dict[str, tf.Tensor]) -> tf.Tensor:
         size, ops = self.s.image_size, self.geometry
         start = 0
-        if ops and ops[0].name == "random_resized_crop" and \
-                ops[0].params.get("interpolation", "bilinear") == "bilinear":
-            op, seed0 = ops[0], op_seed(0)
-            scale, ratio = _pair(op, "scale", (0.08, 1.0)), _pair(op, "ratio", (3 / 4, 4 / 3))
-
-            def window(h: tf.Tensor, w: tf.Tensor) -> tuple[tf.Tensor, ...]:
-                win = augment.sample_crop_window(seed0, h, w, scale, ratio)
-                if op.p < 1.0:  # not applied: the whole image, resized
-                    full = (tf.constant(0), tf.constant(0), h, w)
-                    win = tuple(tf.where(coin(seed0, op.p), a, b) for a, b in zip(win, full))
-                return win
-
-            crop, _, _ = decode_window(encoded, self.s.channels, window)
-            flip = self.fused_flip(op_seed)
-            if flip is None:
+        if self.fast_crop:
+            crop, _, _ = decode_window(encoded, self.s.channels, self._crop_window(row))
+            if not self.fast_flip:
                 image, start = resize_uint8(crop, size), 1
-            else:  # the flip that follows the resize, done by the native resize itself
-                image, start = native.resize_bilinear_u8(crop, size, flip), 2
+            elif native.available():  # the flip done by the native resize itself
+                image, start = native.resize_bilinear_u8(crop, size, row["_flip"]), 2
+            else:  # random_flip's own branch, with the planned coin
+                image = resize_uint8(crop, size)
+                image, start = tf.cond(row["_flip"], lambda: tf.reverse(image, [1]),
+                                       lambda: image), 2
         else:
             image = decode_full(encoded, self.s.channels)
         for i in range(start, len(ops)):
-            image = apply_geometry_op(ops[i], image, op_seed(i), size)
+            image = apply_geometry_op(ops[i], image, seeds.fold(row["_base"], i), size)
         if image.shape[0] != size[0] or image.shape[1] != size[1]:
             image = resize_uint8(image, size)  # same-size bilinear is the identity
         return image
 
-    def fused_flip(self, op_seed: Callable[[int], tf.Tensor]) -> tf.Tensor | None:
-        """The horizontal-flip coin of geometry op 1 when the native resize can apply
-        it (a horizontal-only flip right after random_resized_crop), else None.
-
-        Same draw as `augment.random_flip(image, op_seed(1), True, False, p)`, and
-        mirroring the resized image's columns is exactly `tf.reverse(resized, [1])`,
-        so the output is bit-identical to the unfused path (tests/native).
-        """
-        ops = self.geometry
-        if len(ops) < 2 or ops[1].name != "flip" or not native.available():
-            return None
-        prm = ops[1].params
-        if not bool(prm.get("horizontal", True)) or bool(prm.get("vertical", False)):
-            return None
-        from tfpipe.augment.geometry import _bernoulli, _split_seed
-
-        return _bernoulli(_split_seed(op_seed(1), 2)[0], ops[1].p)
-
-    def op_seeds(self, gidx: tf.Tensor) -> Callable[[int], tf.Tensor]:
-        """k -> `op_seed(sample_seed(epoch_seed, gidx), k)`, sharing the common folds."""
-        base = seeds.fold(seeds.fold(self.stream, gidx), seeds.OP_TAG)
-        return lambda k: seeds.fold(base, k)
-
-    def _indices(self, local: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
-        gidx = seeds.global_index(local, self.wi, self.wc)
-        gbatch = seeds.global_index(local // self.s.batch_size, self.wi, self.wc)
-        return gidx, gbatch
-
     def decode_only(self, shard: tf.Tensor, rec: tf.Tensor, local: tf.Tensor,
-                    serialized: tf.Tensor) -> tf.Tensor:
+                    serialized: tf.Tensor, row: dict[str, tf.Tensor] | None = None) -> tf.Tensor:
         """L1 alone (stage report): parse + decode (fused window when training)."""
         feats = self.parse(serialized)
-        if self.train and self.geometry and self.geometry[0].name == "random_resized_crop":
-            gidx, _ = self._indices(local)
-            seed0 = self.op_seeds(gidx)(0)
-            op = self.geometry[0]
-            scale, ratio = _pair(op, "scale", (0.08, 1.0)), _pair(op, "ratio", (3 / 4, 4 / 3))
-            crop, _, _ = decode_window(
-                feats[IMAGE_KEY], self.s.channels,
-                lambda h, w: augment.sample_crop_window(seed0, h, w,
-                                                        scale, ratio))
+        if self.fast_crop and row is not None:
+            crop, _, _ = decode_window(feats[IMAGE_KEY], self.s.channels, self._crop_window(row))
             return crop
         return decode_full(feats[IMAGE_KEY], self.s.channels)
 
     def process(self, shard: tf.Tensor, rec: tf.Tensor, local: tf.Tensor,
-                serialized: tf.Tensor) -> dict[str, tf.Tensor]:
+                serialized: tf.Tensor, row: dict[str, tf.Tensor] | None = None
+                ) -> dict[str, tf.Tensor]:
         feats = self.parse(serialized)
         encoded = feats[IMAGE_KEY]
         label = tf.cast(tf.reshape(feats[LABEL_KEY], []), tf.int64)
-        gidx, gbatch = self._indices(local)
-        out: dict[str, tf.Tensor] = {"_shard": shard, "_record": rec, "_index": gidx,
-                                     "label": label}
-        if self.train and (self.geometry or self.pixel or self.batch_ops):
-            sseed = self.op_seeds(gidx)
-            enabled = batch_enabled(self.es, gbatch, self.s.enable_rate)
+        out: dict[str, tf.Tensor] = {"_local": local, "label": label}
+        if self.augmenting and row is not None:
             if self.s.enable_rate >= 1.0:
-                image = self.train_image(encoded, sseed)
+                image = self.train_image(encoded, row)
             else:
-                image = tf.cond(enabled, lambda: self.train_image(encoded, sseed),
+                image = tf.cond(row["_enabled"], lambda: self.train_image(encoded, row),
                                 lambda: self.eval_image(encoded))
-            out["_enabled"] = enabled
-            out.update(self.pixel_fields(sseed))
+                out["_enabled"] = row["_enabled"]
         else:
             image = self.eval_image(encoded)
         h, w = self.s.image_size
@@ -240,14 +278,13 @@ class Classify:
         return out
 
     def sentinel(self, shard: tf.Tensor, rec: tf.Tensor, local: tf.Tensor,
-                 serialized: tf.Tensor) -> dict[str, tf.Tensor]:
+                 serialized: tf.Tensor, row: dict[str, tf.Tensor] | None = None
+                 ) -> dict[str, tf.Tensor]:
         h, w = self.s.image_size
-        out = {"_shard": shard, "_record": rec, "_index": tf.constant(-1, tf.int64),
-               "label": tf.constant(-1, tf.int64),
+        out = {"_local": local, "label": tf.constant(-1, tf.int64),
                "image": tf.zeros([h, w, self.s.channels], tf.uint8)}
-        if self.train and (self.geometry or self.pixel or self.batch_ops):
+        if self.augmenting and self.s.enable_rate < 1.0:
             out["_enabled"] = tf.constant(False)
-            out.update(self.pixel_fields(None))
         return out
 
     # ------------------------------------------------------------------ batch, L3, L4
@@ -267,12 +304,12 @@ class Classify:
         x, labels = self.augment_batch(batch, images, labels, global_batch)
         out = {"image": x, "label": labels}
         if keep_index:
-            out["index"] = batch["_index"]
+            out["index"] = seeds.global_index(batch["_local"], self.wi, self.wc)
         return out
 
     def pixel_fields(self, sseed: Callable[[int], tf.Tensor] | None) -> dict[str, tf.Tensor]:
-        """Per-sample L3 inputs carried to the batch: drawn params (fused) or op seeds.
-        `sseed=None` gives placeholders of the same structure (sentinels)."""
+        """Per-sample L3 inputs carried to the batch (detection): drawn params
+        (fused) or op seeds. `sseed=None` gives placeholders of the same structure."""
         n = len(self.pixel)
         if not n:
             return {}
@@ -286,18 +323,40 @@ class Classify:
             return {"_pparams": params, "_papply": apply}
         return {"_pseeds": pseeds}
 
+    def pixel_inputs(self, batch: dict[str, tf.Tensor]) -> dict[str, tf.Tensor]:
+        """The batch's L3 inputs, drawn row by row from each sample's own seeds,
+        vectorized: `_pparams`/`_papply` [B, n] (fused) or `_pseeds` [B, n, 2] --
+        what `pixel_fields` draws per sample, bit for bit."""
+        base = self.bases(batch["_local"])
+        rows = [seeds.fold_rows(base, PIXEL_BASE + j) for j in range(len(self.pixel))]
+        if not self.fused:
+            return {"_pseeds": tf.stack(rows, axis=1)}
+        params, applies = [], []
+        for op, seed in zip(self.fused.ops, rows):
+            sampler = getattr(color, FUSABLE[op.name][0])
+            kw = {k: (tuple(v) if isinstance(v, list) else v) for k, v in op.params.items()}
+            if op.p >= 1.0:
+                params.append(tf.cast(sampler(seed, **kw), tf.float32))
+                applies.append(tf.ones(tf.shape(seed)[:1], tf.bool))
+            else:
+                pseed, aseed = color.split_seed(seed)  # the exact random_op split
+                params.append(tf.cast(sampler(pseed, **kw), tf.float32))
+                applies.append(color.sample_apply(aseed, op.p))
+        return {"_pparams": tf.stack(params, axis=1), "_papply": tf.stack(applies, axis=1)}
+
     def l3(self, batch: dict[str, tf.Tensor], images: tf.Tensor, normalize: bool
            ) -> tuple[tf.Tensor, bool]:
         """Batched L3 on uint8 `images`; returns (x, normalized). x is float32 [0,1]
         (or normalized) for float32 output, uint8 for uint8 output."""
         float_out = self.s.output_dtype == "float32"
+        inputs = self.pixel_inputs(batch)
         if self.fused:
             norm = normalize and float_out
-            return self.fused(images, batch["_pparams"], batch["_papply"],
+            return self.fused(images, inputs["_pparams"], inputs["_papply"],
                               to_float=float_out, normalize=norm), norm
         x = tf.cast(images, tf.float32) * (1.0 / 255.0) if float_out else images
         for j, fn in enumerate(self.pixel_fns):
-            x = fn(x, batch["_pseeds"][:, j])
+            x = fn(x, inputs["_pseeds"][:, j])
         return x, False
 
     def augment_batch(self, batch: dict[str, tf.Tensor], images: tf.Tensor, labels: tf.Tensor,

@@ -77,6 +77,9 @@ def op_matrix(op: Op, seed: tf.Tensor, size: tuple[tf.Tensor, tf.Tensor],
 
 
 class Detect(Classify):
+    # Detection draws per sample (its geometry needs the decoded size first).
+    plan = None  # type: ignore[assignment]
+
     def __init__(self, *args: Any) -> None:
         s = args[0]
         train = args[5]
@@ -113,6 +116,10 @@ class Detect(Classify):
         m = augment.compose(*mats)
         out = augment.affine(image, m, size, "bilinear", self.fill_mode, self.fill_value)
         return tf.ensure_shape(out, [size[0], size[1], self.s.channels]), m, tf.stack(hw)
+
+    def pixel_inputs(self, batch: dict[str, tf.Tensor]) -> dict[str, tf.Tensor]:
+        """The L3 inputs each sample carried (`pixel_fields`)."""
+        return {k: batch[k] for k in ("_pparams", "_papply", "_pseeds") if k in batch}
 
     def decode_only(self, shard: tf.Tensor, rec: tf.Tensor, local: tf.Tensor,
                     serialized: tf.Tensor) -> tf.Tensor:

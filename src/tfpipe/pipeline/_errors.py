@@ -62,7 +62,8 @@ def isolate(ds: tf.data.Dataset, process: Callable[..., dict[str, tf.Tensor]],
     """Map `process` over (shard_id, record_index, ...) elements, isolating failures.
 
     `sentinel(*element)` must return the same structure as `process` (any values);
-    an `ok` key is added by this function.
+    `ok`, `_shard` and `_record` keys are added by this function (`ok` is removed
+    again at the end).
     """
     paths = tf.constant(files)
     # Our functions use explicit tf.cond; autograph would only add tracing time.
@@ -71,10 +72,11 @@ def isolate(ds: tf.data.Dataset, process: Callable[..., dict[str, tf.Tensor]],
 
     @tf.autograph.experimental.do_not_convert
     def one(*elem: Any) -> tf.data.Dataset:
+        where = {"_shard": elem[0], "_record": elem[1]}
         good = tf.data.Dataset.from_tensors(elem).map(
-            lambda *e: {**process(*e), "ok": tf.constant(True)}).ignore_errors()
+            lambda *e: {**process(*e), **where, "ok": tf.constant(True)}).ignore_errors()
         bad = tf.data.Dataset.from_tensors(elem).map(
-            lambda *e: {**sentinel(*e), "ok": tf.constant(False)})
+            lambda *e: {**sentinel(*e), **where, "ok": tf.constant(False)})
         return good.concatenate(bad).take(1)
 
     out = ds.interleave(one, cycle_length=max(parallel, 1), block_length=1,
@@ -113,7 +115,11 @@ def _new_pending_table() -> tf.lookup.experimental.MutableHashTable:
             key_dtype=tf.int64, value_dtype=tf.int64, default_value=-1)
 
 
-AfterBatch = Callable[[tf.data.Dataset], tf.data.Dataset]
+# Records are registered, and the per-sample random draws made, a block at a time.
+PLAN_ROWS = 64
+
+Plan = Callable[[tf.Tensor], dict[str, tf.Tensor]]
+AfterBatch = Callable[[tf.data.Dataset, bool, int], tf.data.Dataset]
 
 
 def _zeros_like_spec(spec: Any) -> Any:
@@ -122,52 +128,91 @@ def _zeros_like_spec(spec: Any) -> Any:
         lambda s: tf.zeros([0 if d is None else d for d in s.shape], s.dtype), spec)
 
 
+def _keep_full(batched: tf.data.Dataset, drop_remainder: bool, batch_size: int
+               ) -> tf.data.Dataset:
+    """`drop_remainder` applied after the fact (batches were formed without it)."""
+    if not drop_remainder:
+        return batched
+    full = batched.filter(lambda b: tf.shape(tf.nest.flatten(b)[0])[0] >= batch_size)
+    # what batch(drop_remainder=True) would have said: a static batch dimension
+    return full.map(lambda b: tf.nest.map_structure(
+        lambda t: tf.ensure_shape(t, [batch_size] + t.shape[1:].as_list()), b))
+
+
+def planned(ds: tf.data.Dataset, plan: Plan | None,
+            register: Callable[..., tf.Tensor] | None = None, parallel: int = 1
+            ) -> tf.data.Dataset:
+    """(local, (shard, record, serialized)) from `enumerate()` ->
+    (shard, record, local, serialized[, plan row]).
+
+    `plan(local [n]) -> dict of [n, ...]` runs once per block of PLAN_ROWS
+    samples with vectorized ops: the per-sample random draws cost one set of
+    kernels per block instead of one per sample (docs/performance.md).
+    `register(shard, record, local)` (vectors) runs once per block too, in its
+    own small sequential map (it is stateful); the plan map is parallel.
+    """
+    blocks = ds.batch(PLAN_ROWS)
+    if register is not None:
+        @tf.autograph.experimental.do_not_convert
+        def registered(local: tf.Tensor, elem: tuple[tf.Tensor, ...]) -> tuple[Any, ...]:
+            with tf.control_dependencies([register(elem[0], elem[1], local)]):
+                return tf.identity(local), elem
+        blocks = blocks.map(registered)
+
+    @tf.autograph.experimental.do_not_convert
+    def block(local: tf.Tensor, elem: tuple[tf.Tensor, ...]) -> tuple[Any, ...]:
+        shard, rec, serialized = elem
+        if plan is None:
+            return shard, rec, local, serialized
+        return shard, rec, local, serialized, plan(local)
+
+    return blocks.map(block, num_parallel_calls=max(1, parallel), deterministic=True).unbatch()
+
+
 def guarded_map(ds: tf.data.Dataset, process: Callable[..., dict[str, tf.Tensor]],
                 sentinel: Callable[..., dict[str, tf.Tensor]], files: list[str], policy: str,
-                parallel: int, deterministic: bool = True
+                parallel: int, deterministic: bool = True, plan: Plan | None = None
                 ) -> tuple[tf.data.Dataset, AfterBatch]:
     """`isolate` at the cost of a plain parallel map (the default, ordered path).
 
-    Returns the mapped dataset and a function to apply right after `batch()`.
+    `ds` yields `(local, (shard, record, serialized))` (straight from
+    `enumerate()`); `process` gets `(shard, record, local, serialized[, plan
+    row])`. Returns the mapped dataset and `after_batch(batched, drop_remainder,
+    batch_size)` to apply to `batch(..., drop_remainder=False)` of it.
 
     A map error drops only that element under `ignore_errors()`; what is lost is
-    WHICH element it was. So the map function itself registers each element's
-    (shard, record) under its stream position in a table before any op that can
-    fail runs, and removes it once the element is complete: what stays in the
-    table is exactly the failed elements (plus those in flight). Because the map
-    keeps order, every position before a batch's first element is settled when
-    that batch forms; the after-batch step reports (log + count) the failed ones
-    among them, and an end-of-stream step reports the rest. No per-element
-    sequential stage: the earlier design (register map + ordered `scan` over
-    elements) cost 15-40% of the imagenet pipeline's throughput (docs/performance.md).
+    WHICH element it was. So every element's (shard, record) is registered under
+    its stream position in a table before the map (a block of PLAN_ROWS at a
+    time, one vectorized insert), and each batch removes the positions it
+    delivered. Because the map keeps order, every position before a batch's
+    first element is settled when that batch forms: what is still registered
+    below it failed, and the after-batch step reports (log + count) those; an
+    end-of-stream step reports the rest. Nothing runs per element beyond the
+    map itself (the earlier per-element register/remove cost ~15% of the
+    imagenet pipeline's throughput; before that an ordered `scan` over elements
+    cost 15-40%: docs/performance.md).
     Needs the map to keep order, so `deterministic=False` falls back to `isolate`;
     so does `raise`, because `ignore_errors()` would also swallow errors raised
     UPSTREAM of the map (e.g. framing damage), which `raise` must surface.
     """
     if not deterministic or policy == "raise":
-        return (isolate(ds, process, sentinel, files, policy, parallel, deterministic),
-                lambda batched: batched)
+        out = isolate(planned(ds, plan, parallel=parallel), process, sentinel, files, policy,
+                      parallel,                      deterministic)
+        return out, _keep_full
     paths = tf.constant(files)
     pending = _new_pending_table()
     shift = tf.constant(1 << 40, tf.int64)
     process = tf.autograph.experimental.do_not_convert(process)
 
-    @tf.autograph.experimental.do_not_convert
-    def run(shard, rec, local, serialized):
-        position = tf.reshape(local, [1])
-        key = tf.reshape(tf.cast(shard, tf.int64) * shift + rec, [1])
-        # Ops built under this block wait for the insert, so a failing decode
-        # leaves the registration behind.
-        with tf.control_dependencies([pending.insert(position, key)]):
-            out = process(shard, tf.identity(rec), tf.identity(local), tf.identity(serialized))
-        flat = tf.nest.flatten(out)
-        with tf.control_dependencies(flat):
-            done = pending.remove(position)
-        with tf.control_dependencies([done]):
-            out = tf.nest.map_structure(tf.identity, out)
-        return {**out, "_local": local}
+    def register(shard: tf.Tensor, rec: tf.Tensor, local: tf.Tensor) -> tf.Tensor:
+        return pending.insert(local, tf.cast(shard, tf.int64) * shift + rec)
 
-    mapped = ds.map(run, num_parallel_calls=parallel, deterministic=True).ignore_errors()
+    @tf.autograph.experimental.do_not_convert
+    def run(shard, rec, local, serialized, *row):
+        return {**process(shard, rec, local, serialized, *row), "_local": local}
+
+    mapped = planned(ds, plan, register, parallel).map(
+        run, num_parallel_calls=parallel, deterministic=True).ignore_errors()
 
     def report(positions: tf.Tensor, keys: tf.Tensor) -> tf.Tensor:
         """Log + count the failed elements at `positions` (registered `keys`)."""
@@ -202,22 +247,26 @@ def guarded_map(ds: tf.data.Dataset, process: Callable[..., dict[str, tf.Tensor]
     # count update is a read-modify-write); the state is the settled watermark.
     @tf.autograph.experimental.do_not_convert
     def settle_before_batch(watermark: tf.Tensor, batch: dict[str, tf.Tensor]):
-        first = batch["_local"][0]
-        with tf.control_dependencies([settle(first)]):
-            return first, {k: tf.identity(v) for k, v in batch.items() if k != "_local"}
+        delivered = batch["_local"]
+        with tf.control_dependencies([settle(delivered[0])]):
+            done = pending.remove(delivered)
+        with tf.control_dependencies([done]):
+            return delivered[0], {k: tf.identity(v) for k, v in batch.items()}
 
     @tf.autograph.experimental.do_not_convert
     def settle_all(watermark: tf.Tensor, elem: Any):
         with tf.control_dependencies([settle(None)]):
             return watermark, tf.nest.map_structure(tf.identity, elem)
 
-    def after_batch(batched: tf.data.Dataset) -> tf.data.Dataset:
+    def after_batch(batched: tf.data.Dataset, drop_remainder: bool, batch_size: int
+                    ) -> tf.data.Dataset:
         start = tf.constant(0, tf.int64)
         out = batched.scan(start, settle_before_batch)  # once per batch
         # Runs once when the stream ends and yields nothing: the failures after
-        # the last batch's first element (including in a dropped remainder).
+        # the last batch's first element.
         end = tf.data.Dataset.from_tensors(_zeros_like_spec(out.element_spec)).scan(
             start, settle_all).filter(lambda *_: tf.constant(False))
-        return out.concatenate(end)
+        # The remainder is dropped only now, after its positions were removed.
+        return _keep_full(out.concatenate(end), drop_remainder, batch_size)
 
     return mapped, after_batch
