@@ -54,8 +54,14 @@ def variants(data: Path, batch: int):
     cfg = load_config("imagenet", parse_set_options([f"data.path={data}",
                                                      f"pipeline.batch_size={batch}",
                                                      "augment.pixel.saturation.enabled=false"]))
+    cfg_u8 = load_config("imagenet", parse_set_options([f"data.path={data}",
+                                                        f"pipeline.batch_size={batch}",
+                                                        "augment.pixel.saturation.enabled=false",
+                                                        "data.output_dtype=uint8"]))
     return {
         "tfpipe imagenet (build_pipeline)": lambda: build_pipeline(cfg, "train"),
+        "tfpipe imagenet, uint8 output (normalize on the accelerator)":
+            lambda: build_pipeline(cfg_u8, "train"),
         "cv2 in tf.py_function, npc=8": lambda: B.cv2_py_function(files, batch),
         "albumentations via tf.numpy_function, npc=8": lambda: B.albumentations_numpy_function(files, batch),
         "per-sample tf.image": lambda: B.tf_image_per_sample(files, batch),
@@ -76,6 +82,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--batch", type=int, default=64)
     p.add_argument("--data", type=Path, help="an existing converted dataset dir")
     p.add_argument("--work", type=Path, help="where to build the sample data (default: a temp dir)")
+    p.add_argument("--only", action="append", default=[], metavar="TEXT",
+                   help="run only the variants whose name contains TEXT (repeatable); "
+                        "decode-only, the reference, always runs")
     args = p.parse_args(argv)
 
     from tfpipe.bench import measure
@@ -91,10 +100,11 @@ def main(argv: list[str] | None = None) -> int:
     print(f"data: {args.data}  cpus: {available_cpus()}  (data ready in {time.time() - t0:.0f}s)",
           flush=True)
     builders = variants(args.data, args.batch)
-    names = list(builders)
+    ref = "decode only (full decode_jpeg)"
+    names = [n for n in builders
+             if n == ref or not args.only or any(t in n for t in args.only)]
     rates: dict[str, list[float]] = {n: [] for n in names}
     ratios: dict[str, list[float]] = {n: [] for n in names}
-    ref = "decode only (full decode_jpeg)"
     # Equal time, not equal steps: a fast variant timed over 20 batches runs for a
     # fraction of a second and one scheduler hiccup swings it 2x. A short probe
     # sizes every variant's step count to about --seconds.

@@ -122,7 +122,7 @@ class Classify:
     """Per-block, per-sample and per-batch functions for one classification pipeline."""
 
     def __init__(self, s: Settings, epoch_seed: tf.Tensor, worker: int, workers: int,
-                 parse: Callable[[tf.Tensor], dict[str, tf.Tensor]], train: bool) -> None:
+                 parse: Callable[..., dict[str, tf.Tensor]], train: bool) -> None:
         self.s, self.es, self.wi, self.wc, self.parse, self.train = (
             s, epoch_seed, worker, workers, parse, train)
         # Hoisted: fold(epoch_seed, SAMPLE_TAG) is the same for every sample.
@@ -251,7 +251,7 @@ class Classify:
     def decode_only(self, shard: tf.Tensor, rec: tf.Tensor, local: tf.Tensor,
                     serialized: tf.Tensor, row: dict[str, tf.Tensor] | None = None) -> tf.Tensor:
         """L1 alone (stage report): parse + decode (fused window when training)."""
-        feats = self.parse(serialized)
+        feats = self.parse(serialized, (IMAGE_KEY,))
         if self.fast_crop and row is not None:
             crop, _, _ = decode_window(feats[IMAGE_KEY], self.s.channels, self._crop_window(row))
             return crop
@@ -260,7 +260,9 @@ class Classify:
     def process(self, shard: tf.Tensor, rec: tf.Tensor, local: tf.Tensor,
                 serialized: tf.Tensor, row: dict[str, tf.Tensor] | None = None
                 ) -> dict[str, tf.Tensor]:
-        feats = self.parse(serialized)
+        # only the two features used: a converted dataset carries nine, and every
+        # parsed string feature is a copy
+        feats = self.parse(serialized, (IMAGE_KEY, LABEL_KEY))
         encoded = feats[IMAGE_KEY]
         label = tf.cast(tf.reshape(feats[LABEL_KEY], []), tf.int64)
         out: dict[str, tf.Tensor] = {"_local": local, "label": label}
