@@ -20,6 +20,7 @@ from typing import Union
 
 import tensorflow as tf
 
+from tfpipe import native
 from tfpipe.native import affine as native_affine
 from tfpipe.seeds import ALG, split_rows, uniform_rows
 
@@ -467,11 +468,12 @@ def crop_window_draws(seed: tf.Tensor, scale: Sequence[float] = (0.08, 1.0),
                       ) -> tf.Tensor:
     """The random numbers behind `sample_crop_window`: float32 [4, attempts].
 
-    Rows: area fraction ~ U(scale), log aspect ~ U(log ratio), and two U[0, 1)
-    for the y / x offsets. A batch of seeds [B, 2] gives [B, 4, attempts], row i
-    bit-identical to `crop_window_draws(seed[i])` (vectorized Philox,
-    `tfpipe.seeds.uniform_rows`): the pipeline draws a whole block of samples
-    at once and only the size-dependent arithmetic runs per image.
+    Rows: 0: area fraction ~ U(scale); 1: aspect = exp(U(log ratio)) computed in
+    float64 (then rounded to float32); 2, 3: U[0, 1) for the y / x offsets. A
+    batch of seeds [B, 2] gives [B, 4, attempts], row i bit-identical to
+    `crop_window_draws(seed[i])` (vectorized Philox, `tfpipe.seeds.uniform_rows`):
+    the pipeline draws a whole block of samples at once and only the
+    size-dependent arithmetic runs per image.
     """
     s_lo, s_hi, r_lo, r_hi = _check_crop_ranges(scale, ratio, attempts)
     lr_lo, lr_hi = math.log(r_lo), math.log(r_hi)
@@ -479,26 +481,51 @@ def crop_window_draws(seed: tf.Tensor, scale: Sequence[float] = (0.08, 1.0),
     if seed.shape.rank == 2:
         parts = split_rows(tf.cast(seed, tf.int64), 4)
         return tf.stack([uniform_rows(parts[:, 0], (attempts,), s_lo, s_hi),
-                         uniform_rows(parts[:, 1], (attempts,), lr_lo, lr_hi),
+                         _aspect(uniform_rows(parts[:, 1], (attempts,), lr_lo, lr_hi)),
                          uniform_rows(parts[:, 2], (attempts,), 0.0, 1.0),
                          uniform_rows(parts[:, 3], (attempts,), 0.0, 1.0)], axis=1)
     parts = _split_seed(seed, 4)
     return tf.stack([_uniform(parts[0], s_lo, s_hi, [attempts]),
-                     _uniform(parts[1], lr_lo, lr_hi, [attempts]),
+                     _aspect(_uniform(parts[1], lr_lo, lr_hi, [attempts])),
                      _uniform(parts[2], 0.0, 1.0, [attempts]),
                      _uniform(parts[3], 0.0, 1.0, [attempts])])
+
+
+def _aspect(log_aspect: tf.Tensor) -> tf.Tensor:
+    # float64 exp rounded to float32: Eigen's float32 exp differs in the last bit
+    # between its packet and scalar paths, so the plan's [B, 4, n] and a single
+    # seed's [4, n] would not agree; the float64 result rounds the same either way.
+    return tf.cast(tf.exp(tf.cast(log_aspect, tf.float64)), tf.float32)
 
 
 def crop_window_from_draws(draws: tf.Tensor, image_height: object, image_width: object,
                            ratio: Sequence[float] = (3.0 / 4.0, 4.0 / 3.0)
                            ) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor, tf.Tensor]:
-    """`sample_crop_window`'s window from its draws [4, attempts] and the image size."""
+    """`sample_crop_window`'s window from its draws [4, attempts] and the image size.
+
+    One native op (`tfpipe.native.crop_window`, bit-identical) when the library is
+    built and `draws` is float32 [4, n]; else the pure-TF reference below
+    (`TFPIPE_NATIVE=0` forces it).
+    """
     r_lo, r_hi = (float(v) for v in ratio)
+    if not 0 < r_lo <= r_hi:
+        raise ValueError(f"ratio must satisfy 0 < low <= high, got {tuple(ratio)}")
+    draws = tf.convert_to_tensor(draws)
+    # a dynamic first dimension goes native too: the op checks it at run time
+    if (draws.dtype == tf.float32 and draws.shape.rank == 2 and draws.shape[0] in (4, None)
+            and native.has_crop_window()):
+        return native.crop_window(draws, image_height, image_width, (r_lo, r_hi))
+    return _crop_window_tf(draws, image_height, image_width, r_lo, r_hi)
+
+
+def _crop_window_tf(draws: tf.Tensor, image_height: object, image_width: object, r_lo: float,
+                    r_hi: float) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor, tf.Tensor]:
+    """The pure-TF reference of `crop_window_from_draws` (window.cc mirrors it)."""
     h = tf.cast(image_height, tf.int32)
     w = tf.cast(image_width, tf.int32)
     hf, wf = tf.cast(h, tf.float32), tf.cast(w, tf.float32)
     area = hf * wf * draws[0]
-    aspect = tf.exp(draws[1])
+    aspect = draws[1]
     cw = tf.cast(tf.round(tf.sqrt(area * aspect)), tf.int32)
     ch = tf.cast(tf.round(tf.sqrt(area / aspect)), tf.int32)
     ok = (cw > 0) & (cw <= w) & (ch > 0) & (ch <= h)

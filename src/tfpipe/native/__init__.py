@@ -73,3 +73,30 @@ def resize_bilinear_u8(image: tf.Tensor, size: tuple[int, int],
     return module.tfpipe_resize_bilinear_u8(
         image, tf.constant([int(size[0]), int(size[1])], tf.int32),
         tf.convert_to_tensor(flip, tf.bool))
+
+
+def has_crop_window() -> bool:
+    """Whether `crop_window` can run now (an older build predates window.cc)."""
+    return available() and hasattr(load(), "tfpipe_crop_window")
+
+
+def crop_window(draws: tf.Tensor, height: Any, width: Any,
+                ratio: tuple[float, float]) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor, tf.Tensor]:
+    """Native `tfpipe.augment.crop_window_from_draws`: (offset_y, offset_x, crop_h,
+    crop_w) int32 scalars from float32 draws [4, attempts] (row 1 = aspect) and the
+    image size, bit-identical to the pure-TF reference. Requires `has_crop_window()`."""
+    module = load()
+    if module is None or not hasattr(module, "tfpipe_crop_window"):
+        why = _state.get("reason") or ("the built library predates window.cc (rebuild: "
+                                       "`python -m tfpipe.native build`)")
+        raise RuntimeError(f"tfpipe.native crop window unavailable: {why}")
+    import numpy as np
+
+    # float32 attr values, the same constants TF makes of the Python floats in the
+    # reference's `hf * r_hi`, `wf / r_lo` and `in_ratio < r_lo`
+    lo, hi = (float(np.float32(r)) for r in ratio)
+    window = module.tfpipe_crop_window(tf.convert_to_tensor(draws, tf.float32),
+                                       tf.cast(height, tf.int32), tf.cast(width, tf.int32),
+                                       ratio=[lo, hi])
+    oy, ox, ch, cw = tf.unstack(window, num=4)
+    return oy, ox, ch, cw
