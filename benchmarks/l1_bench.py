@@ -11,7 +11,11 @@ scikit-learn (`tfpipe.sample_data.make_jpeg_bytes`), 4 plain TFRecord shards.
 Batch 64 of 224x224x3; the tfpipe variants run RRC + flip + brightness +
 contrast + normalize (float32 out) unless the name says otherwise. With
 `tfpipe.native` built, the defaults run the native resize and a
-`TFPIPE_NATIVE=0` twin runs the pure-TF fallback in the same rounds.
+`TFPIPE_NATIVE=0` twin runs the pure-TF fallback in the same rounds. The
+"planned" variants get each record's crop-window draws with the record
+(as the pipeline's block plan delivers them) and compare the per-image window
+arithmetic: pure TF vs the native `TfpipeCropWindow` vs the same windows
+precomputed (no per-image window work; the ceiling).
 """
 
 from __future__ import annotations
@@ -99,12 +103,56 @@ def raw_variants(glob: str) -> dict[str, Callable[[], tf.data.Dataset]]:
             return tf.saturate_cast(tf.round(tf.image.resize(crop, SIZE)), tf.uint8)
         return lambda: _records(glob).map(f, num_parallel_calls=npc).batch(BATCH)
 
+    def planned_window(window: str) -> Callable[[], tf.data.Dataset]:
+        # what the pipeline's per-sample map does since the block plan: the draws
+        # arrive with the record (Classify.plan), only the size-dependent window
+        # arithmetic runs per image -- pure TF or the native op; "precomputed"
+        # receives the very same windows ready-made (no window arithmetic at all:
+        # the ceiling; same crops, so the same decode and resize work)
+        from tfpipe import native
+        from tfpipe.augment import crop_window_draws
+        from tfpipe.augment.geometry import _crop_window_tf
+
+        ratio = (0.75, 4 / 3)
+        shapes = [tf.io.extract_jpeg_shape(_encoded(x))[:2] for x in _records(glob)]
+        n = len(shapes)
+        draws = crop_window_draws(tf.stack([tf.range(n, dtype=tf.int64),
+                                            tf.fill([n], tf.constant(7, tf.int64))], 1),
+                                  (0.08, 1.0), ratio)
+        if window == "precomputed":
+            planned = tf.stack([tf.stack(_crop_window_tf(d, hw[0], hw[1], *ratio))
+                                for d, hw in zip(draws, shapes)])
+        else:
+            planned = draws
+
+        def f(x, d):
+            enc = _encoded(x)
+            if window == "precomputed":
+                win = d
+            else:
+                shape = tf.io.extract_jpeg_shape(enc)
+                if window == "native":
+                    win = tf.stack(native.crop_window(d, shape[0], shape[1], ratio))
+                else:
+                    win = tf.stack(_crop_window_tf(d, shape[0], shape[1], *ratio))
+            crop = tf.io.decode_and_crop_jpeg(enc, win, channels=3)
+            return native.resize_bilinear_u8(crop, SIZE)
+        return lambda: tf.data.Dataset.zip(
+            (_records(glob), tf.data.Dataset.from_tensor_slices(planned))).map(
+            f, num_parallel_calls=npc).batch(BATCH)
+
     out = {"full decode_jpeg only": decode_only,
            "decode_and_crop_jpeg only": decode_and_crop,
            "decode_and_crop + resize": decode_and_crop_resize,
            "decode_and_crop + resize_uint8, pure TF": decode_and_crop_resize_u8(False)}
     if _native_available():
+        from tfpipe import native
+
         out["decode_and_crop + resize_uint8, native"] = decode_and_crop_resize_u8(True)
+        out["planned: TF window + native resize"] = planned_window("tf")
+        if native.has_crop_window():
+            out["planned: native window + native resize"] = planned_window("native")
+        out["planned: precomputed windows + native resize"] = planned_window("precomputed")
     return out
 
 
@@ -202,10 +250,12 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--steps", type=int, default=6)
     ap.add_argument("--quick", action="store_true", help="only decode-only vs tfpipe defaults")
+    ap.add_argument("--raw", action="store_true", help="only the bare decode variants")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory(prefix="l1bench-") as tmp:
         glob = make_data(Path(tmp), args.images)
-        variants = {**raw_variants(glob), **tfpipe_variants(glob, args.quick)}
+        variants = {**raw_variants(glob),
+                    **({} if args.raw else tfpipe_variants(glob, args.quick))}
         if args.quick:
             variants = {k: v for k, v in variants.items() if k.startswith(("full", "tfpipe"))}
         ratios: dict[str, list[float]] = {k: [] for k in variants}
