@@ -1,18 +1,21 @@
 """Fused batched L3: per-sample parameters, one XLA-compiled pass over the batch.
 
 The colour ops whose parameters are a scalar per sample (brightness, contrast,
-saturation, hue, gamma) are split the albumentations way: each sample draws
-its parameters in the per-sample map with the `tfpipe.augment.color` samplers
-(exactly the draws `random_<op>(image, seed, ..., p)` makes: the same seed
-split, the same p-coin), carries them through `batch()`, and the batch map
-applies the pure kernels `adjust_<op>(images, params[B])` in config order,
-then `normalize`, inside ONE `tf.function(jit_compile=True)`.
+saturation, hue, gamma) are split the albumentations way: every sample's
+parameters are drawn from its own seed with the `tfpipe.augment.color`
+samplers (exactly the draws `random_<op>(image, seed, ..., p)` makes: the same
+seed split, the same p-coin) -- for classification at batch time, all rows at
+once (`Classify.pixel_inputs`), for detection per sample (`sample`) -- and the
+batch map applies the pure kernels `adjust_<op>(images, params[B])` in config
+order, then `normalize`, inside ONE `tf.function(jit_compile=True)`.
 
 Why: the same chain in plain TF ops costs ~2-3 ms/img here (six full passes
-over a float batch plus a `map_fn` per op for the per-row draws); XLA fuses it
-into one or two loops: 0.2-0.4 ms/img (benchmarks/l1_bench.py,
-docs/performance.md). Semantics are the sequential ops' (clip after each op);
-XLA only reorders float rounding (|diff| <= 1e-5, tested).
+over a float batch); XLA fuses it into one or two loops, and with the channel
+mean written as a dot and saturation's max/min taken from channel slices (forms
+XLA:CPU fuses) brightness + contrast + normalize costs ~2.2-2.4x normalize
+alone (benchmarks/pixel_bench.py --fused, docs/performance.md). Semantics are
+the sequential ops' (clip after each op); XLA only reorders float rounding
+(|diff| <= 1e-5, tested).
 """
 
 from __future__ import annotations
