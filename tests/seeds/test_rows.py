@@ -231,3 +231,15 @@ def test_bad_arguments() -> None:
         split_rows(SEEDS, 0)
     with pytest.raises(TypeError, match="integer tensor"):
         fold_rows(np.zeros([4, 2], np.float32), 1)
+
+
+def test_fold_takes_rows_or_an_index_vector():
+    """`seeds.fold` on a block: the same bits as folding each sample alone."""
+    parent = tf.constant([5, -9], tf.int64)
+    idx = tf.constant([0, 3, 2**40], tf.int64)
+    rows = S.fold(parent, idx)
+    again = S.fold(rows, 7)
+    for i in range(3):
+        one = S.fold(parent, idx[i])
+        assert np.array_equal(rows[i].numpy(), one.numpy())
+        assert np.array_equal(again[i].numpy(), S.fold(one, 7).numpy())

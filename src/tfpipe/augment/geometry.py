@@ -51,18 +51,24 @@ def _pair(name: str, value: Pair, symmetric: bool = False) -> tuple[float, float
 
 
 def _split_seed(seed: tf.Tensor, num: int) -> tf.Tensor:
-    """`num` independent child seeds [num, 2] (int64) derived from a sample seed."""
+    """`num` independent child seeds [num, 2] (int64) derived from a sample seed;
+    rows of seeds [n, 2] give [n, num, 2] (vectorized, the same bits per row)."""
     seed = tf.cast(tf.convert_to_tensor(seed), tf.int64)
+    if seed.shape.rank == 2:
+        return split_rows(seed, num)
     return tf.cast(tf.random.experimental.stateless_split(seed, num, alg=ALG), tf.int64)
 
 
 def _uniform(seed: tf.Tensor, lo: float, hi: float, shape: Sequence[int] = ()) -> tf.Tensor:
+    """U[lo, hi) of `shape`; rows of seeds [n, 2] give [n, *shape] (the same bits per row)."""
+    if tf.convert_to_tensor(seed).shape.rank == 2:
+        return uniform_rows(seed, tuple(shape), lo, hi)
     return tf.random.stateless_uniform(shape, seed, minval=lo, maxval=hi, dtype=tf.float32,
                                       alg=ALG)
 
 
 def _bernoulli(seed: tf.Tensor, p: float) -> tf.Tensor:
-    return tf.random.stateless_uniform((), seed, dtype=tf.float32, alg=ALG) < p
+    return _uniform(seed, 0.0, 1.0) < p
 
 
 def image_size(image: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
@@ -477,18 +483,11 @@ def crop_window_draws(seed: tf.Tensor, scale: Sequence[float] = (0.08, 1.0),
     """
     s_lo, s_hi, r_lo, r_hi = _check_crop_ranges(scale, ratio, attempts)
     lr_lo, lr_hi = math.log(r_lo), math.log(r_hi)
-    seed = tf.convert_to_tensor(seed)
-    if seed.shape.rank == 2:
-        parts = split_rows(tf.cast(seed, tf.int64), 4)
-        return tf.stack([uniform_rows(parts[:, 0], (attempts,), s_lo, s_hi),
-                         _aspect(uniform_rows(parts[:, 1], (attempts,), lr_lo, lr_hi)),
-                         uniform_rows(parts[:, 2], (attempts,), 0.0, 1.0),
-                         uniform_rows(parts[:, 3], (attempts,), 0.0, 1.0)], axis=1)
     parts = _split_seed(seed, 4)
-    return tf.stack([_uniform(parts[0], s_lo, s_hi, [attempts]),
-                     _aspect(_uniform(parts[1], lr_lo, lr_hi, [attempts])),
-                     _uniform(parts[2], 0.0, 1.0, [attempts]),
-                     _uniform(parts[3], 0.0, 1.0, [attempts])])
+    return tf.stack([_uniform(parts[..., 0, :], s_lo, s_hi, [attempts]),
+                     _aspect(_uniform(parts[..., 1, :], lr_lo, lr_hi, [attempts])),
+                     _uniform(parts[..., 2, :], 0.0, 1.0, [attempts]),
+                     _uniform(parts[..., 3, :], 0.0, 1.0, [attempts])], axis=-2)
 
 
 def _aspect(log_aspect: tf.Tensor) -> tf.Tensor:

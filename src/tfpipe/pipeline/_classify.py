@@ -34,6 +34,7 @@ from tfpipe.pipeline._decode import decode_full, decode_window, resize_uint8
 from tfpipe.pipeline._settings import Op, Settings
 from tfpipe.pipeline._source import IMAGE_KEY, LABEL_KEY
 from tfpipe.augment import color
+from tfpipe.augment.geometry import _bernoulli, _split_seed
 from tfpipe.pipeline.fast import FUSABLE, FusedPixel, fusable, jit_normalize
 
 PIXEL_BASE = 1000
@@ -42,19 +43,20 @@ COIN_TAG = 0x636F696E  # "coin": the p-draw of ops whose function has no p argum
 
 
 def coin(seed: tf.Tensor, p: float) -> tf.Tensor:
-    """True with probability p, from its own stream of the op seed."""
+    """True with probability p, from its own stream of the op seed (or of each row
+    of op seeds [n, 2])."""
     if p >= 1.0:
         return tf.constant(True)
-    return tf.random.stateless_uniform((), seeds.fold(seed, COIN_TAG), alg="philox") < p
+    return _bernoulli(seeds.fold(seed, COIN_TAG), p)
 
 
 def batch_enabled(epoch_seed: tf.Tensor, global_batch: tf.Tensor, rate: float) -> tf.Tensor:
+    """Is this global batch augmented? A scalar index, or a vector [n] (vectorized)."""
     if rate >= 1.0:
         return tf.constant(True)
     if rate <= 0.0:
         return tf.constant(False)
-    bseed = seeds.op_seed(seeds.batch_seed(epoch_seed, global_batch), ENABLE_OP)
-    return tf.random.stateless_uniform((), bseed, alg="philox") < rate
+    return _bernoulli(seeds.op_seed(seeds.batch_seed(epoch_seed, global_batch), ENABLE_OP), rate)
 
 
 def _pair(op: Op, key: str, default: tuple[float, float]) -> tuple[float, float]:
@@ -153,33 +155,20 @@ class Classify:
                                   "allowed: mixup, cutmix (mosaic is detection-only)")
 
     # ------------------------------------------------------------------ seeds
-    def op_seeds(self, gidx: tf.Tensor) -> Callable[[int], tf.Tensor]:
-        """k -> `op_seed(sample_seed(epoch_seed, gidx), k)`, sharing the common folds."""
-        base = seeds.fold(seeds.fold(self.stream, gidx), seeds.OP_TAG)
-        return lambda k: seeds.fold(base, k)
+    def op_base(self, gidx: tf.Tensor) -> tf.Tensor:
+        """`op_seed(sample_seed(epoch_seed, gidx), k)` is `fold(op_base(gidx), k)`:
+        the common folds once. gidx scalar -> [2]; gidx [n] -> rows [n, 2]."""
+        return seeds.fold(seeds.fold(self.stream, gidx), seeds.OP_TAG)
 
-    def bases(self, local: tf.Tensor) -> tf.Tensor:
-        """Rows of local indices [n] -> op-seed bases [n, 2]: `op_seed(sample_seed, k)`
-        of sample i is `fold(bases[i], k)` (the `op_seeds` folds, vectorized)."""
-        gidx = seeds.global_index(local, self.wi, self.wc)
-        stream = tf.tile(self.stream[None], [tf.shape(gidx)[0], 1])
-        return seeds.fold_rows(seeds.fold_rows(stream, gidx), seeds.OP_TAG)
+    def op_seeds(self, gidx: tf.Tensor) -> Callable[[int], tf.Tensor]:
+        """k -> `op_seed(sample_seed(epoch_seed, gidx), k)`."""
+        base = self.op_base(gidx)
+        return lambda k: seeds.fold(base, k)
 
     def _indices(self, local: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
         gidx = seeds.global_index(local, self.wi, self.wc)
         gbatch = seeds.global_index(local // self.s.batch_size, self.wi, self.wc)
         return gidx, gbatch
-
-    def _enabled_rows(self, local: tf.Tensor) -> tf.Tensor:
-        """`batch_enabled` for each sample's global batch, vectorized."""
-        rate = self.s.enable_rate
-        if rate <= 0.0:
-            return tf.zeros(tf.shape(local), tf.bool)
-        gbatch = seeds.global_index(local // self.s.batch_size, self.wi, self.wc)
-        stream = tf.tile(seeds.batch_stream(self.es)[None], [tf.shape(local)[0], 1])
-        bseed = seeds.fold_rows(seeds.fold_rows(seeds.fold_rows(stream, gbatch), seeds.OP_TAG),
-                                ENABLE_OP)
-        return seeds.uniform_rows(bseed, (), 0.0, 1.0) < rate
 
     # ------------------------------------------------------------------ plan (per block)
     def plan(self, local: tf.Tensor) -> dict[str, tf.Tensor]:
@@ -187,24 +176,25 @@ class Classify:
 
         `_base`: op-seed bases; `_enabled`: the batch's enable coin (enable_rate < 1);
         `_crop`: `crop_window_draws(op_seed(0))` [n, 4, attempts]; `_crop_on`: its
-        p-coin (p < 1); `_flip`: the flip coin of op 1 -- each bit-identical to what
-        the per-sample ops draw from the same seeds.
+        p-coin (p < 1); `_flip`: the flip coin of op 1. The same calls as for one
+        sample, on rows of seeds (vectorized Philox): the same bits (tested).
         """
-        base = self.bases(local)
+        gidx, gbatch = self._indices(local)
+        base = self.op_base(gidx)
         out = {"_base": base}
         if self.s.enable_rate < 1.0:
-            out["_enabled"] = self._enabled_rows(local)
+            enabled = batch_enabled(self.es, gbatch, self.s.enable_rate)
+            out["_enabled"] = tf.broadcast_to(enabled, tf.shape(local))
         if self.fast_crop:
             op = self.geometry[0]
-            s0 = seeds.fold_rows(base, 0)
+            s0 = seeds.fold(base, 0)
             out["_crop"] = augment.crop_window_draws(
                 s0, _pair(op, "scale", (0.08, 1.0)), _pair(op, "ratio", (3 / 4, 4 / 3)))
-            if op.p < 1.0:  # = coin(op_seed(0), p)
-                out["_crop_on"] = seeds.uniform_rows(seeds.fold_rows(s0, COIN_TAG), (),
-                                                     0.0, 1.0) < op.p
-        if self.fast_flip:  # = random_flip's draw: _bernoulli(split(op_seed(1), 2)[0], p)
-            s1 = seeds.split_rows(seeds.fold_rows(base, 1), 2)[:, 0]
-            out["_flip"] = seeds.uniform_rows(s1, (), 0.0, 1.0) < self.geometry[1].p
+            if op.p < 1.0:
+                out["_crop_on"] = coin(s0, op.p)
+        if self.fast_flip:  # = random_flip's horizontal draw
+            flip_seed = _split_seed(seeds.fold(base, 1), 2)[:, 0]
+            out["_flip"] = _bernoulli(flip_seed, self.geometry[1].p)
         return out
 
     # ------------------------------------------------------------------ L1 + L2
@@ -329,8 +319,8 @@ class Classify:
         """The batch's L3 inputs, drawn row by row from each sample's own seeds,
         vectorized: `_pparams`/`_papply` [B, n] (fused) or `_pseeds` [B, n, 2] --
         what `pixel_fields` draws per sample, bit for bit."""
-        base = self.bases(batch["_local"])
-        rows = [seeds.fold_rows(base, PIXEL_BASE + j) for j in range(len(self.pixel))]
+        base = self.op_base(seeds.global_index(batch["_local"], self.wi, self.wc))
+        rows = [seeds.fold(base, PIXEL_BASE + j) for j in range(len(self.pixel))]
         if not self.fused:
             return {"_pseeds": tf.stack(rows, axis=1)}
         params, applies = [], []
