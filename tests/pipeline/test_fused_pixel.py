@@ -1,10 +1,10 @@
 """The pipeline's fused batched L3 (`tfpipe.pipeline.fast.FusedPixel`) against a float64
 NumPy/matplotlib oracle and against the unfused `tfpipe.augment.color` kernels.
 
-FusedPixel compiles XLA-friendly forms of contrast (channel mean as a dot) and
-saturation (channel max/min from slices) and, for uint8 output, carries the
-uint8 levels as float32 between the ops; these tests pin that they compute the
-sequential ops' values.
+FusedPixel runs the native chain (tfpipe.native.pixel) when the library is loaded
+and the plain TF kernels otherwise (both paths are tested here: `path` fixture);
+for uint8 output it carries the uint8 levels as float32 between the ops; these
+tests pin that they compute the sequential ops' values.
 """
 
 from __future__ import annotations
@@ -22,6 +22,18 @@ from tfpipe.pipeline.fast import FusedPixel
 MEAN, STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
 KERNELS = {"brightness": C.adjust_brightness, "contrast": C.adjust_contrast,
            "saturation": C.adjust_saturation, "hue": C.adjust_hue, "gamma": C.adjust_gamma}
+
+
+@pytest.fixture(params=["native", "plain-tf"])
+def path(request, monkeypatch):
+    """Run the test with the native chain (where built) and with its pure-TF twin."""
+    from tfpipe.native import pixel
+
+    if request.param == "plain-tf":
+        monkeypatch.setenv("TFPIPE_NATIVE", "0")
+    elif not pixel.available():
+        pytest.skip("native pixel chain not built")
+    return request.param
 
 
 @pytest.fixture(scope="module")
@@ -75,9 +87,10 @@ def _unfused(images, params, apply, ops: list[Op], to_float: bool) -> np.ndarray
     return y.numpy()
 
 
-def test_float_chain_matches_float64_oracle(photos):
-    """Within 1e-5 of the exact sequential semantics at 224x224 (normalized units);
-    the plain `reduce_mean` kernel chain is ~1e-4 off there (float32 accumulation)."""
+def test_float_chain_matches_float64_oracle(photos, path):
+    """Within 1e-5 of the exact sequential semantics at 224x224 (normalized units):
+    the pairwise-tree channel mean is accurate where a float32 running sum (~1e-4
+    off there) is not."""
     ops = [Op("brightness", params={"max_delta": 0.4}), Op("contrast", params={"lower": 0.6, "upper": 1.4}),
            Op("saturation", p=0.5, params={"lower": 0.0, "upper": 2.0})]
     params, apply = _draws(len(photos), ops)
@@ -88,7 +101,7 @@ def test_float_chain_matches_float64_oracle(photos):
     np.testing.assert_allclose(got.numpy(), _oracle(photos, params, apply, ops), rtol=0, atol=1e-5)
 
 
-def test_every_fusable_op(photos):
+def test_every_fusable_op(photos, path):
     """All fusable ops, p < 1 included. float32: within 1e-5 of the float64 oracle.
     uint8 output (rounded after every op): equal to the unfused uint8 kernels but for
     rare 1-level float-rounding ties (small crops, where the plain kernel's float32
@@ -111,25 +124,49 @@ def test_every_fusable_op(photos):
     assert diff.max() <= 1 and (diff == 0).mean() > 0.999
 
 
-def test_xla_kernels_match_plain_kernels():
-    """The XLA forms alone, compiled, vs the public kernels (float32 and uint8 in),
-    and the dot-form channel mean vs float64 at 224x224."""
+def test_fixed_order_channel_mean():
+    """The pairwise-tree mean (float) and the exact integer mean (uint8) against float64,
+    static and dynamic shapes, odd sizes; the tree adds pairs (i, i + P/2) after zero
+    padding, so a reordered sum would show in the bits of the crafted case."""
     rng = np.random.default_rng(2)
     big = rng.random((2, 224, 224, 3), dtype=np.float32)
-    mean = tf.function(C._channel_mean_dot, jit_compile=True)(tf.constant(big))
+    mean = C._channel_mean(tf.constant(big))
     assert mean.shape == (2, 1, 1, 3)
     np.testing.assert_allclose(mean.numpy(), big.astype(np.float64).mean(axis=(1, 2), keepdims=True),
                                rtol=0, atol=1e-6)
-    x8 = rng.integers(0, 256, (3, 48, 64, 3), dtype=np.uint8)
-    x8[0, :10] = 255  # saturated and grey regions: chroma 0 and clipping
-    x8[1, 10:20] = 77
-    xf = x8.astype(np.float32) / 255.0
-    f = tf.constant([0.63, 1.0, 1.37])  # not 0.5: exact .5 ties would flip on the mean's last bit
-    for xla_kernel, plain in ((C._adjust_contrast_xla, C.adjust_contrast),
-                              (C._adjust_saturation_xla, C.adjust_saturation)):
-        compiled = tf.function(xla_kernel, jit_compile=True)
-        got = compiled(tf.constant(xf), f)
-        np.testing.assert_allclose(got.numpy(), plain(tf.constant(xf), f).numpy(), rtol=0, atol=2e-6)
-        got8 = compiled(tf.constant(x8), f)
-        diff = np.abs(got8.numpy().astype(np.int32) - plain(tf.constant(x8), f).numpy().astype(np.int32))
-        assert got8.dtype == tf.uint8 and diff.max() <= 1 and (diff == 0).mean() > 0.999
+    odd = rng.random((3, 37, 53, 3), dtype=np.float32)
+    dyn = tf.function(C._channel_mean, input_signature=[tf.TensorSpec([None, None, None, 3])])
+    np.testing.assert_array_equal(dyn(tf.constant(odd)).numpy(), C._channel_mean(tf.constant(odd)).numpy())
+    x8 = rng.integers(0, 256, (2, 513, 511, 3), dtype=np.uint8)  # 255 * N > 2^24: needs int64
+    exact = x8.astype(np.float64).mean(axis=(1, 2), keepdims=True).astype(np.float32)
+    np.testing.assert_array_equal(C._channel_mean(tf.constant(x8)).numpy(), exact)
+    # N = 5 -> padded to 8: [1, 2^24, 1, 1, 1, 0, 0, 0] -> [2, 2^24, 1, 1] -> [3, 2^24]
+    # -> 2^24 + 3, rounded to 2^24 + 4; a left-to-right float32 sum gives 2^24
+    v = np.array([1.0, 2.0 ** 24, 1.0, 1.0, 1.0], np.float32).reshape(1, 5, 1)
+    assert C._pairwise_sum(tf.constant(v)).numpy().ravel()[0] == 2.0 ** 24 + 4
+
+
+def test_no_xla_or_matmul_in_the_chain_graph():
+    """The twin and the normalizer are plain elementwise graphs: no XLA cluster, no
+    MatMul/Conv/Einsum whose kernel is picked per host."""
+    import os
+
+    os.environ["TFPIPE_NATIVE"] = "0"
+    try:
+        from tfpipe.pipeline.fast import normalizer
+
+        ops = [Op("brightness", params={"max_delta": 0.4}), Op("contrast", params={"lower": 0.6, "upper": 1.4}),
+               Op("saturation", params={"lower": 0.6, "upper": 1.4})]
+        fused = FusedPixel(ops, MEAN, STD)
+        norm = normalizer(MEAN, STD)
+        fn = tf.function(lambda x, p, a: (fused(x, p, a, to_float=True, normalize=True), norm(x)))
+        graph = fn.get_concrete_function(tf.TensorSpec([2, 16, 16, 3], tf.uint8),
+                                         tf.TensorSpec([2, 3]), tf.TensorSpec([2, 3], tf.bool)).graph
+        kinds = {op.type for op in graph.get_operations()}
+        # a float Sum/Mean would be a reduction in the kernel's own order
+        assert not kinds & {"MatMul", "BatchMatMulV2", "Einsum", "Conv2D", "DepthwiseConv2dNative",
+                            "XlaLaunch", "Mean", "Sum"}, kinds
+        assert not any(op.get_attr("_XlaMustCompile") for op in graph.get_operations()
+                       if "_XlaMustCompile" in op.node_def.attr)
+    finally:
+        del os.environ["TFPIPE_NATIVE"]

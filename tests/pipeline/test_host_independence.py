@@ -2,7 +2,8 @@
 
 Each environment below runs, in its own process, the pipelines of the imagenet
 (train at 224x224, where the fused colour chain and the native kernels run; a
-mixup/cutmix + hue/gamma variant; eval), cifar and detection presets on one small
+mixup/cutmix + hue/gamma variant; uint8 output; eval), cifar, remote-sensing
+(elastic warp) and detection presets on one small
 generated dataset, and prints the sha256 of the first two batches (every key:
 dtype, shape, bytes). What a narrower host would run is emulated through the
 knobs that pick code per host at run time:
@@ -72,6 +73,10 @@ CHILD = textwrap.dedent(r'''
             "augment.pixel.gamma": {"lower": 0.7, "upper": 1.4}}),
         "cifar": ("cifar", "train", {"data.path": cls, "data.num_classes": 4,
                                      "pipeline.batch_size": 16}),
+        "remote-sensing": ("remote-sensing", "train", {"data.path": cls, "data.num_classes": 4,
+                                                       "data.image_size": [96, 96],
+                                                       "augment.geometry.elastic.p": 1.0,
+                                                       "pipeline.batch_size": 4}),
         "detection": ("detection", "train", {"data.path": det, "data.num_classes": 4,
                                              "data.image_size": [160, 160],
                                              "data.max_boxes": 8,
@@ -137,7 +142,12 @@ def run_env(script: Path, data: tuple[str, str], extra: dict[str, str]) -> dict:
 def test_same_bytes_on_narrower_hosts(tmp_path, datasets):
     script = tmp_path / "child.py"
     script.write_text(CHILD)
-    results = {name: run_env(script, datasets, extra) for name, extra in ENVS.items()}
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(2) as pool:  # two children at a time: TF import dominates
+        futures = {name: pool.submit(run_env, script, datasets, extra)
+                   for name, extra in ENVS.items()}
+        results = {name: f.result() for name, f in futures.items()}
     native_flags = {name: r.pop("_native") for name, r in results.items()}
     # the native kernels must really be exercised where they are expected (CI builds them)
     if os.environ.get("CI", "").lower() == "true":

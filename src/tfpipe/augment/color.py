@@ -225,47 +225,82 @@ def random_brightness(image, seed, max_delta: float, p: float = 1.0) -> tf.Tenso
 
 
 # --------------------------------------------------------------------------- contrast
-def _channel_mean(x: tf.Tensor) -> tf.Tensor:
-    return tf.reduce_mean(x, axis=[-3, -2], keepdims=True)
+def _levels_valued(image) -> bool:
+    """uint8 input, or uint8 levels carried as float32: exact integer data."""
+    return isinstance(image, _Levels) or tf.convert_to_tensor(image).dtype == tf.uint8
 
 
-def _channel_mean_dot(x: tf.Tensor) -> tf.Tensor:
-    """`_channel_mean` as two contractions with ones vectors (H, then W): for XLA.
+def _pairwise_sum(x: tf.Tensor) -> tf.Tensor:
+    """Sum of x [M, N, K] over N in a fixed order -> [M, K].
 
-    XLA:CPU hands `reduce(..., dims={H,W})` to a library reduction that cannot
-    take the elementwise producer (cast, brightness, clip) with it, so the
-    producer is written out as a float32 batch and read back. A dot with a small
-    ones vector is fused with its producer into one loop over the uint8 input:
-    on a 64x224x224x3 batch the mean of `clip(x/255 + d)` costs about one
-    normalize pass instead of three or four (benchmarks/pixel_bench.py --fused). It is also
-    more accurate (224 + 224 partial sums, vs one f32 accumulator per channel).
-    Plain TF (no XLA) runs it as two matmuls: use `_channel_mean` there.
+    Pad N with zeros to the next power of two P, then add the upper half to the lower
+    half elementwise until one row is left. Only elementwise float adds, so the result
+    does not depend on vector width, FMA, thread count or the reduction kernel; the
+    native chain (tfpipe.native.pixel.cc) adds the same pairs in the same order. Error
+    grows with log2(N), not N (a float32 running sum is ~1e-4 off at 224x224).
+    """
+    n = x.shape[1]
+    if n is not None:
+        p = 1
+        while p < n:
+            p *= 2
+        if p > n:
+            x = tf.pad(x, [[0, 0], [0, p - n], [0, 0]])
+        while p > 1:
+            p //= 2
+            x = x[:, :p] + x[:, p:]
+        return x[:, 0]
+    n = tf.shape(x)[1]
+    p = tf.while_loop(lambda p: p < n, lambda p: (p * 2,), (tf.constant(1),))[0]
+    x = tf.pad(x, [[0, 0], [0, p - n], [0, 0]])
+
+    def halve(p, x):
+        h = p // 2
+        return h, x[:, :h] + x[:, h:p]
+
+    _, x = tf.while_loop(lambda p, x: p > 1, halve, [p, x],
+                         shape_invariants=[tf.TensorShape([]),
+                                           tf.TensorShape([x.shape[0], None, x.shape[2]])])
+    return x[:, 0]
+
+
+def _fixed_mean(x: tf.Tensor, integer: bool) -> tf.Tensor:
+    """Per-image, per-channel mean of x [..., H, W, C] -> [..., 1, 1, C], host-independent.
+
+    integer (uint8 levels): an exact int64 sum, divided in float64 and rounded once to
+    float32. Otherwise `_pairwise_sum` / N in float32.
     """
     shape = tf.shape(x)
-    h = tf.ones(shape[-3:-2], x.dtype)
-    w = tf.ones(shape[-2:-1], x.dtype)
-    s = tf.einsum("...hwc,h->...wc", x, h)
-    s = tf.einsum("...wc,w->...c", s, w)
-    n = tf.cast(shape[-3] * shape[-2], x.dtype)
-    return (s / n)[..., None, None, :]
+    lead, c = x.shape[:-3], x.shape[-1]
+    flat = tf.reshape(x, tf.concat([[-1], [shape[-3] * shape[-2]], shape[-1:]], 0))
+    if x.shape[-3] is not None and x.shape[-2] is not None:
+        flat = tf.ensure_shape(flat, [None, x.shape[-3] * x.shape[-2], c])
+    n = tf.shape(flat)[1]
+    if integer:
+        s = tf.reduce_sum(tf.cast(flat, tf.int64), axis=1)
+        mean = tf.cast(tf.cast(s, tf.float64) / tf.cast(n, tf.float64), tf.float32)
+    else:
+        mean = _pairwise_sum(flat) / tf.cast(n, tf.float32)
+    out_shape = tf.concat([shape[:-3], [1, 1], shape[-1:]], 0)
+    return tf.ensure_shape(tf.reshape(mean, out_shape), lead.concatenate([1, 1, c]))
 
 
-def _contrast(image, factor: Number, channel_mean: Callable[[tf.Tensor], tf.Tensor]) -> tf.Tensor:
+def _channel_mean(image) -> tf.Tensor:
+    """Mean per image and channel of `image` (uint8, levels or float32 [0,1])."""
     x, _ = _as_float(image)
-    mean = channel_mean(x)
-    return _restore((x - mean) * _param(factor, x) + mean, image.dtype)
+    return _fixed_mean(x, _levels_valued(image))
 
 
 def adjust_contrast(image, factor: Number) -> tf.Tensor:
-    """`(x - mean) * factor + mean`, mean per image and channel (`tf.image.adjust_contrast`)."""
-    return _contrast(image, factor, _channel_mean)
+    """`(x - mean) * factor + mean`, mean per image and channel (`tf.image.adjust_contrast`).
 
-
-def _adjust_contrast_xla(image, factor: Number) -> tf.Tensor:
-    """`adjust_contrast` for use inside `tf.function(jit_compile=True)` (same values
-    to float rounding): the channel mean is a dot XLA fuses with the ops before it.
-    Used by the pipeline's fused L3 (`tfpipe.pipeline.fast.FusedPixel`)."""
-    return _contrast(image, factor, _channel_mean_dot)
+    The mean is computed in a fixed order (`_fixed_mean`: exact integer sum for uint8,
+    pairwise tree for float32), so the result is the same on every host and equals
+    the native chain bit for bit.
+    """
+    x, _ = _as_float(image)
+    mean = _fixed_mean(x, _levels_valued(image))
+    return _restore((x - mean) * _param(factor, x) + mean, image.dtype)
 
 
 def sample_contrast(seed, lower: float, upper: float, batch_shape: Sequence[int] = ()) -> tf.Tensor:
@@ -299,24 +334,6 @@ def adjust_saturation(image, factor: Number) -> tf.Tensor:
     chroma = v - tf.reduce_min(x, axis=-1, keepdims=True)
     r = tf.minimum(f, tf.math.divide_no_nan(v, chroma))
     r = tf.where(chroma > 0, r, tf.zeros_like(r))  # gray pixels: c == V, any r works
-    return _restore(v - r * (v - x), image.dtype)
-
-
-def _adjust_saturation_xla(image, factor: Number) -> tf.Tensor:
-    """`adjust_saturation` for `tf.function(jit_compile=True)`: the same formula,
-    with the channel max/min as elementwise max/min of the channel slices (exact).
-
-    XLA:CPU sends a size-3 `reduce_max`/`reduce_min` to a library call that needs
-    the whole float batch written out first; the slices fuse into the loops. Used
-    by `tfpipe.pipeline.fast.FusedPixel`.
-    """
-    x = _saturation_check(image)
-    f = _param(factor, x)
-    r, g, b = x[..., 0:1], x[..., 1:2], x[..., 2:3]
-    v = tf.maximum(tf.maximum(r, g), b)
-    chroma = v - tf.minimum(tf.minimum(r, g), b)
-    r = tf.minimum(f, tf.math.divide_no_nan(v, chroma))
-    r = tf.where(chroma > 0, r, tf.zeros_like(r))
     return _restore(v - r * (v - x), image.dtype)
 
 
@@ -362,7 +379,9 @@ _GRAY_PIL = (0.299, 0.587, 0.114)  # PIL convert("L"): ITU-R 601-2 luma
 
 
 def _luma(x: tf.Tensor, weights=_GRAY_TF) -> tf.Tensor:
-    return tf.tensordot(x, tf.constant(weights, tf.float32), [[-1], [0]])[..., None]
+    """r*w0 + g*w1 + b*w2, left to right, as elementwise ops: a tensordot would be a
+    oneDNN matmul, whose kernel (and rounding) depends on the host's ISA."""
+    return (x[..., 0:1] * weights[0] + x[..., 1:2] * weights[1]) + x[..., 2:3] * weights[2]
 
 
 def to_grayscale(image) -> tf.Tensor:
@@ -417,7 +436,8 @@ def enhance_contrast(image, factor: Number) -> tf.Tensor:
     """
     x, scale = _as_float(image)
     gray = _luma(x, _GRAY_PIL) if x.shape[-1] == 3 else x
-    mean = tf.reduce_mean(gray, axis=[-3, -2, -1], keepdims=True)
+    integer = x.shape[-1] != 3 and _levels_valued(image)
+    mean = _fixed_mean(gray, integer)  # [...,1,1,1]: one gray channel, fixed order
     if scale != 1.0:
         mean = tf.floor(mean + 0.5)
     return _restore(_blend(mean, x, _param(factor, x)), image.dtype)
@@ -465,15 +485,10 @@ def _add_channels(z: tf.Tensor, b: tf.Tensor) -> tf.Tensor:
 
 
 def _scale_channels(z: tf.Tensor, s: tf.Tensor) -> tf.Tensor:
-    """z * s for s scalar or [C]: a [C] scale runs as a 1x1 depthwise convolution
-    (oneDNN) instead of Eigen's broadcast multiply, which cost ~2x a scalar
-    multiply on a 64x224x224x3 batch here (93 vs 51 ms)."""
-    if s.shape.rank == 0:
-        return z * s
-    k = tf.reshape(s, [1, 1, -1, 1])
-    if z.shape.rank == 3:
-        return tf.nn.depthwise_conv2d(z[None], k, [1, 1, 1, 1], "VALID")[0]
-    return tf.nn.depthwise_conv2d(z, k, [1, 1, 1, 1], "VALID")
+    """z * s for s scalar or [C]. A plain broadcast multiply: a 1x1 depthwise
+    convolution was ~2x faster here (93 vs 51 ms on 64x224x224x3) but runs in oneDNN,
+    whose kernel and rounding depend on the host's ISA."""
+    return z * s
 
 
 def color_affine(image, brightness: Number = 0.0, contrast: Number = 1.0, mean=None, std=None,
@@ -493,7 +508,8 @@ def color_affine(image, brightness: Number = 0.0, contrast: Number = 1.0, mean=N
     Kernel choice (benchmarks/pixel_bench.py): every [C]-broadcast elementwise op
     costs ~2x a scalar one on CPU, so the value is computed as z = 6 y01 with a
     scalar multiply + `bias_add`, clipped by `relu6` (one pass, scalar bounds),
-    and the per-channel 1/std applied as a 1x1 depthwise conv + `bias_add`.
+    then the per-channel 1/std multiply + `bias_add`. The channel mean is the
+    fixed-order `_fixed_mean`, so the result does not depend on the host.
     """
     x, scale = _as_float(image)
     c = _param(contrast, x)
@@ -504,7 +520,7 @@ def color_affine(image, brightness: Number = 0.0, contrast: Number = 1.0, mean=N
     # y01 = x * c / scale + bias01, bias01 = d + (1 - c) * m01
     bias = d
     if static_c is None or static_c.shape or float(static_c) != 1.0:
-        m01 = _channel_mean(x) / scale  # [1,1,C] or [B,1,1,C]
+        m01 = _fixed_mean(x, image.dtype == tf.uint8) / scale  # [1,1,C] or [B,1,1,C]
         bias = bias + (1.0 - c) * m01
     k = 6.0 if clip else 1.0  # relu6 clips z = 6 y01 to [0, 6] == y01 to [0, 1]
     z = _add_channels(x * (c * (k / scale)), bias * k)

@@ -18,10 +18,12 @@ field (fixed-point inverse of the backward map) and takes their bounding box.
 
 from __future__ import annotations
 
+import decimal
 import math
 from collections.abc import Sequence
 from typing import Union
 
+import numpy as np
 import tensorflow as tf
 
 from tfpipe.augment.boxes import area
@@ -31,11 +33,35 @@ from tfpipe.seeds import ALG
 Size = Union[Sequence[int], tf.Tensor]
 
 
-def _gaussian_kernel(sigma: float) -> tuple[tf.Tensor, int]:
+def _gaussian_kernel(sigma: float) -> tuple[list[float], int]:
+    """Normalized Gaussian taps as float32-representable Python floats.
+
+    Computed with `decimal` (correctly rounded, pure software): libm's exp and
+    NumPy's SIMD exp have per-CPU variants (glibc picks an FMA version at run
+    time) whose last bits may differ, and so would the warp."""
     radius = max(1, int(math.ceil(3.0 * sigma)))
-    x = tf.range(-radius, radius + 1, dtype=tf.float32)
-    k = tf.exp(-0.5 * tf.square(x / sigma))
-    return k / tf.reduce_sum(k), radius
+    with decimal.localcontext() as ctx:
+        ctx.prec = 40
+        s = decimal.Decimal(sigma)
+        k = [(decimal.Decimal(-0.5) * (decimal.Decimal(i) / s) ** 2).exp()
+             for i in range(-radius, radius + 1)]
+        total = sum(k)
+        taps = [float(np.float32(float(v / total))) for v in k]
+    return taps, radius
+
+
+def _blur_valid(x: tf.Tensor, taps: list[float], axis: int) -> tf.Tensor:
+    """VALID 1-D convolution of x [N, H, W, C] along axis 1 or 2: sum_k taps[k] * shift_k,
+    accumulated left to right with elementwise ops. A (depthwise) convolution would run
+    in oneDNN, whose kernel and summation order depend on the host's ISA."""
+    n = len(taps)
+    size = tf.shape(x)[axis] - (n - 1)
+    acc = None
+    for k, t in enumerate(taps):
+        part = x[:, k:k + size] if axis == 1 else x[:, :, k:k + size]
+        term = part * t
+        acc = term if acc is None else acc + term
+    return acc
 
 
 def sample_elastic_field(seed: tf.Tensor, image_size: Size, alpha: float, sigma: float,
@@ -53,17 +79,14 @@ def sample_elastic_field(seed: tf.Tensor, image_size: Size, alpha: float, sigma:
     h, w = size[0], size[1]
     factor = max(1, int(sigma // 3)) if coarse else 1
     sigma_c = sigma / factor
-    kernel, radius = _gaussian_kernel(sigma_c)
+    taps, radius = _gaussian_kernel(sigma_c)
     gh = (h + factor - 1) // factor + 1
     gw = (w + factor - 1) // factor + 1
     # iid noise with a `radius` margin: a VALID blur then needs no border handling
     noise = tf.random.stateless_uniform(tf.stack([1, gh + 2 * radius, gw + 2 * radius, 2]),
                                         _split_seed(seed, 1)[0], minval=-1.0, maxval=1.0,
                                         alg=ALG)
-    ky = tf.tile(tf.reshape(kernel, [-1, 1, 1, 1]), [1, 1, 2, 1])
-    kx = tf.tile(tf.reshape(kernel, [1, -1, 1, 1]), [1, 1, 2, 1])
-    field = tf.nn.depthwise_conv2d(noise, ky, [1, 1, 1, 1], "VALID")
-    field = tf.nn.depthwise_conv2d(field, kx, [1, 1, 1, 1], "VALID")[0]  # [gh, gw, 2]
+    field = _blur_valid(_blur_valid(noise, taps, 1), taps, 2)[0]  # [gh, gw, 2]
     if factor > 1:
         # grid node i sits at pixel i*factor: resize the (gh-1)*factor span, then cut to h, w
         span = tf.stack([(gh - 1) * factor + 1, (gw - 1) * factor + 1])
@@ -75,24 +98,25 @@ def sample_elastic_field(seed: tf.Tensor, image_size: Size, alpha: float, sigma:
 
 # The gather sampler is a chain of small elementwise ops around 4 gathers; XLA fuses
 # it into one loop: 3.2x the plain graph for a 224x224 elastic warp inside tf.data
-# (262 -> 830 img/s, same run). Compiled once per (shape, dtype, mode).
+# (262 -> 830 img/s, same run). Opt-in only (`xla=True`): XLA's CPU backend picks
+# vector width and FMA contraction per host, so the warped pixels would differ
+# between CPU generations; the pipeline never passes it.
 _remap_xla = tf.function(remap, jit_compile=True, autograph=False)
 
 
 def elastic(image: tf.Tensor, seed: tf.Tensor, alpha: float, sigma: float,
             interpolation: str = "bilinear", fill_mode: str = "reflect",
             fill_value: float = 0.0, matrix: tf.Tensor | None = None,
-            coarse: bool = True, xla: bool | None = None) -> tuple[tf.Tensor, tf.Tensor]:
+            coarse: bool = True, xla: bool = False) -> tuple[tf.Tensor, tf.Tensor]:
     """Elastic warp of an [H, W, C] image; returns (image, field [H, W, 2]).
 
     alpha: displacement scale in pixels; sigma: smoothness in pixels (albumentations
     semantics). With `matrix` (source -> output, same size), the affine and the elastic
     warp are fused into ONE resample: out(q) = in(M^-1 (q + d(q))).
-    xla: run the resampling under XLA; None (default) = when the image's static shape
-    is fully known (one compilation, e.g. after a fixed-size crop), never for
-    variable-size images (one compilation per size would cost more than it saves).
-    XLA's float rounding may differ from the plain graph by ~1 ulp (1 level on uint8,
-    rarely).
+    xla: run the resampling under XLA (opt-in, ~3x faster at 224x224): its float
+    rounding differs from the plain graph by ~1 ulp (1 level on uint8, rarely) and
+    from one CPU generation to another, so the default (False, what the pipeline
+    runs) is the plain graph, whose bits do not depend on the host.
     """
     image = tf.convert_to_tensor(image)
     h, w = image_size(image)
@@ -105,8 +129,7 @@ def elastic(image: tf.Tensor, seed: tf.Tensor, alpha: float, sigma: float,
         den = inv[2, 0] * px + inv[2, 1] * py + inv[2, 2]
         px, py = ((inv[0, 0] * px + inv[0, 1] * py + inv[0, 2]) / den,
                   (inv[1, 0] * px + inv[1, 1] * py + inv[1, 2]) / den)
-    use_xla = image.shape.is_fully_defined() if xla is None else xla
-    sampler = _remap_xla if use_xla else remap
+    sampler = _remap_xla if xla else remap
     out = sampler(image, px, py, interpolation, fill_mode, float(fill_value))
     return tf.ensure_shape(out, image.shape), field
 

@@ -1,4 +1,4 @@
-"""Fused batched L3: per-sample parameters, one XLA-compiled pass over the batch.
+"""Fused batched L3: per-sample parameters, one pass over the batch, same bits on every host.
 
 The colour ops whose parameters are a scalar per sample (brightness, contrast,
 saturation, hue, gamma) are split the albumentations way: every sample's
@@ -7,15 +7,18 @@ samplers (exactly the draws `random_<op>(image, seed, ..., p)` makes: the same
 seed split, the same p-coin) -- for classification at batch time, all rows at
 once (`Classify.pixel_inputs`), for detection per sample (`sample`) -- and the
 batch map applies the pure kernels `adjust_<op>(images, params[B])` in config
-order, then `normalize`, inside ONE `tf.function(jit_compile=True)`.
+order, then `normalize`.
 
-Why: the same chain in plain TF ops costs ~2-3 ms/img here (six full passes
-over a float batch); XLA fuses it into one or two loops, and with the channel
-mean written as a dot and saturation's max/min taken from channel slices (forms
-XLA:CPU fuses) brightness + contrast + normalize costs ~2.2-2.4x normalize
-alone (benchmarks/pixel_bench.py --fused, docs/performance.md). Semantics are
-the sequential ops' (clip after each op); XLA only reorders float rounding
-(|diff| <= 1e-5, tested).
+How: with the native library, a chain of brightness / contrast / saturation (+
+normalize) is ONE native op (`tfpipe.native.pixel`, pixel.cc), parallel over
+the images of the batch. Without it, or when the chain has hue or gamma, the
+same kernels run as plain TF ops. Both give the same bits (tests/native), and
+neither depends on the host's instruction set or thread count: no XLA (its CPU
+backend picks vector width and FMA contraction per host, and did change the
+bytes between AVX-512, AVX2 and SSE4.2 hosts), no oneDNN matmul/convolution,
+every channel mean in a fixed order (exact integer sum for uint8 levels, the
+pairwise tree `color._pairwise_sum` for float32). tests/pipeline/
+test_host_independence.py runs the presets as narrower hosts would.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from typing import Callable, Sequence
 import tensorflow as tf
 
 from tfpipe.augment import color
+from tfpipe.native import pixel as native_pixel
 from tfpipe.pipeline._settings import Op
 
 # op name -> (sampler, kernel) in tfpipe.augment.color
@@ -36,24 +40,30 @@ FUSABLE: dict[str, tuple[str, str]] = {
     "gamma": ("sample_gamma", "adjust_gamma"),
 }
 
-# Same semantics, formulations XLA:CPU compiles better (see the kernels' docstrings):
-# XLA:CPU sends every reduce to a library call that cannot fuse the ops before it, so
-# each one writes the whole float32 batch out and reads it back. Contrast's channel
-# mean becomes a dot with ones (fused into one loop over the uint8 input), the
-# saturation's channel max/min elementwise max/min of slices. Brightness + contrast
-# + normalize went from 4.2-4.7x to 2.2-2.4x the cost of normalize alone, + saturation
-# from 12-17x to 3.2-3.8x (docs/performance.md, "Fused batched L3 chain").
-_XLA_KERNELS: dict[str, Callable[[tf.Tensor, tf.Tensor], tf.Tensor]] = {
-    "contrast": color._adjust_contrast_xla,
-    "saturation": color._adjust_saturation_xla,
-}
+def normalizer(mean: Sequence[float], std: Sequence[float]) -> Callable[[tf.Tensor], tf.Tensor]:
+    """`color.normalize(x, mean, std)` for a batch x [B,H,W,C] (uint8, or float32 [0,1]).
+
+    The native chain with no ops when the library is loaded (one pass, parallel
+    over the images), else the plain TF ops: the same bits either way, on every
+    host (the formula is elementwise: x * (1 / (scale * std)) - mean / std).
+    """
+    mean, std = [float(v) for v in mean], [float(v) for v in std]
+
+    def run(x: tf.Tensor) -> tf.Tensor:
+        x = tf.convert_to_tensor(x)
+        if x.shape.rank == 4 and x.dtype in (tf.uint8, tf.float32) and native_pixel.available():
+            empty = tf.zeros([tf.shape(x)[0], 0], tf.float32)
+            return native_pixel.pixel_chain(x, empty, tf.cast(empty, tf.bool), [], [],
+                                            to_float=x.dtype == tf.float32, normalize=True,
+                                            mean=mean, std=std)
+        return color.normalize(x, mean, std)
+
+    return run
 
 
 def jit_normalize(mean: Sequence[float], std: Sequence[float]) -> Callable[[tf.Tensor], tf.Tensor]:
-    """`color.normalize(x, mean, std)` compiled with XLA (uint8 or float [0,1] batch in)."""
-    mean, std = [float(v) for v in mean], [float(v) for v in std]
-    return tf.function(lambda x: color.normalize(x, mean, std), jit_compile=True,
-                       reduce_retracing=True)
+    """Old name of `normalizer` (kept for callers; nothing is XLA-compiled any more)."""
+    return normalizer(mean, std)
 
 
 def fusable(ops: Sequence[Op]) -> bool:
@@ -61,7 +71,7 @@ def fusable(ops: Sequence[Op]) -> bool:
 
 
 class FusedPixel:
-    """Sampler (per sample) and jit-compiled kernel chain (per batch) for `ops`."""
+    """Sampler (per sample) and kernel chain (per batch, native or plain TF) for `ops`."""
 
     def __init__(self, ops: Sequence[Op], mean: Sequence[float] | None,
                  std: Sequence[float] | None) -> None:
@@ -76,7 +86,8 @@ class FusedPixel:
             params = {k: (tuple(v) if isinstance(v, list) else v) for k, v in op.params.items()}
             self._samplers.append(lambda s, f=sampler, kw=params: f(s, **kw))
             self._kernels.append(getattr(color, kernel_name))
-        self._jit: dict[tuple[bool, bool], Callable[..., tf.Tensor]] = {}
+        self._names = [op.name for op in self.ops]
+        self._gated = [op.p < 1.0 for op in self.ops]
 
     def sample(self, seeds: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
         """Per-sample draws for seeds [n_ops, 2]: (params [n_ops] f32, apply [n_ops] bool).
@@ -98,14 +109,15 @@ class FusedPixel:
 
     def _chain(self, x: tf.Tensor, params: tf.Tensor, apply: tf.Tensor, to_float: bool,
                normalize: bool) -> tf.Tensor:
-        # inside the compiled function: the cast fuses with the first op. uint8 mode
-        # carries integer-valued float32 levels between the ops (`color._Levels`):
-        # the same rounded values without an f32 -> u8 -> f32 round trip per op.
+        """The pure-TF twin of the native chain: the color kernels, in config order.
+
+        uint8 mode carries integer-valued float32 levels between the ops
+        (`color._Levels`): the same rounded values without an f32 -> u8 -> f32 round
+        trip per op."""
         y = tf.cast(x, tf.float32)
         y = y * (1.0 / 255.0) if to_float else color._Levels(y)
         for j, op in enumerate(self.ops):
-            kernel = _XLA_KERNELS.get(op.name, self._kernels[j])
-            out = kernel(y, params[:, j])
+            out = self._kernels[j](y, params[:, j])
             if op.p < 1.0:
                 if to_float:
                     out = color.maybe_apply(apply[:, j], out, y)
@@ -118,6 +130,10 @@ class FusedPixel:
             y = color.normalize(y, self.mean, self.std)
         return y
 
+    def native(self) -> bool:
+        """Whether `__call__` runs the native op now (hue/gamma chains never do)."""
+        return native_pixel.usable(self._names)
+
     def __call__(self, x: tf.Tensor, params: tf.Tensor, apply: tf.Tensor, *,
                  to_float: bool, normalize: bool) -> tf.Tensor:
         """Apply to a uint8 batch x [B,H,W,C]; params/apply [B, n_ops].
@@ -126,9 +142,10 @@ class FusedPixel:
         uint8 (rounded per op, the uint8 output mode). normalize: finish with
         `(x - mean) / std` (float32 out).
         """
-        key = (to_float, normalize)
-        if key not in self._jit:
-            self._jit[key] = tf.function(
-                lambda x, p, a: self._chain(x, p, a, to_float, normalize),
-                jit_compile=True, reduce_retracing=True)
-        return self._jit[key](x, params, apply)
+        if normalize and self.mean is None:
+            raise ValueError("FusedPixel: normalize=True needs mean and std")
+        if self.native() and tf.convert_to_tensor(x).shape.rank == 4:
+            return native_pixel.pixel_chain(x, params, apply, self._names, self._gated,
+                                            to_float=to_float, normalize=normalize,
+                                            mean=self.mean, std=self.std)
+        return self._chain(x, params, apply, to_float, normalize)
