@@ -37,7 +37,7 @@ from tfpipe.records.schema import (
     infer_schema,
     known_feature,
 )
-from tfpipe.records.source import RecordSource, open_source
+from tfpipe.records.source import RecordSource, open_source, shard_record_counts
 from tfpipe.records.verify import VerifyReport, verify
 from tfpipe.records.writer import (
     DEFAULT_SHARD_SIZE,
@@ -54,5 +54,5 @@ __all__ = [
     "SchemaError", "ShardEntry", "ShardInfo", "ShardedWriter", "SkippedInput", "SplitInfo",
     "classification_schema", "count_records", "decode_example", "detection_schema",
     "encode_example", "encode_frame", "infer_schema", "is_jpeg", "jpeg_damage", "known_feature", "iter_frames", "masked_crc32c",
-    "open_source", "parse_size", "salvage", "verify", "scan", "scan_file", "schema_from_example", "shard_name", "write_shard",
+    "open_source", "parse_size", "salvage", "verify", "scan", "scan_file", "schema_from_example", "shard_name", "shard_record_counts", "write_shard",
 ]
