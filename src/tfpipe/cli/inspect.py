@@ -47,6 +47,8 @@ def _render(s: dict[str, Any]) -> None:
         for r in s["records"]:
             t.add_row(*["" if r.get(c) is None else str(r.get(c)) for c in cols])
         con.print(t)
+    for w in s.get("warnings", []):
+        con.print(f"[yellow]warning:[/yellow] {w}", highlight=False, soft_wrap=True)
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
@@ -72,3 +74,5 @@ def command(path: str, num_records: int, split: str | None, as_json: bool) -> No
         click.echo(json.dumps(s, indent=2, sort_keys=True, default=str))
     else:
         _render(s)
+    for w in s.get("warnings", []) if as_json else []:
+        click.echo(f"warning: {w}", err=True)

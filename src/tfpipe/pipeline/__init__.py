@@ -1,7 +1,7 @@
 """`build_pipeline`: config -> reproducible, fast `tf.data.Dataset` (docs/pipeline.md)."""
 
 from tfpipe.pipeline._build import STAGES, build_pipeline, build_stages
-from tfpipe.pipeline._errors import reset_skipped_counts, skipped_counts
+from tfpipe.pipeline._errors import framing_losses, reset_skipped_counts, skipped_counts
 from tfpipe.pipeline._materialize import MARKER as MATERIALIZED_MARKER
 from tfpipe.pipeline._materialize import materialize
 from tfpipe.pipeline._options import options
@@ -15,6 +15,7 @@ __all__ = [
     "build_stages",
     "materialize",
     "options",
+    "framing_losses",
     "reset_skipped_counts",
     "settings",
     "skipped_counts",

@@ -8,6 +8,16 @@ GIF, BMP) is fully decoded and then sliced with the SAME window, so the window
 
 Everything here returns uint8 `[h, w, channels]`: grayscale is replicated to 3
 channels, RGBA loses alpha, CMYK JPEGs are converted by libjpeg.
+
+A damaged JPEG scan is an error, not a gray image: TF's JPEG ops only log
+libjpeg's "Corrupt JPEG data" warning and return gray where data was missing,
+so when the native library is built (`tfpipe.native.jpeg.available()`, decided
+when the pipeline is traced) JPEGs go through `decode_jpeg_strict` -- the same
+pixels, bit for bit, but an `InvalidArgumentError` on a warning or a damaged
+marker structure, which `pipeline.on_error` then skips (and counts) or raises
+with the shard and record. Without it (TFPIPE_NATIVE=0, not built) only what
+TF's ops reject fails (a file cut before its last rows); docs/pipeline.md
+"Bad records" lists exactly what each path catches.
 """
 
 from __future__ import annotations
@@ -20,10 +30,26 @@ Window = tuple[tf.Tensor, tf.Tensor, tf.Tensor, tf.Tensor]
 WindowFn = Callable[[tf.Tensor, tf.Tensor], Window]
 
 
+def _strict() -> bool:
+    from tfpipe.native import jpeg as native_jpeg
+
+    return native_jpeg.available()
+
+
 def decode_full(encoded: tf.Tensor, channels: int) -> tf.Tensor:
     """Decode any supported format to uint8 [h, w, channels] (first frame of a GIF)."""
-    image = tf.io.decode_image(encoded, channels=channels, dtype=tf.uint8,
-                               expand_animations=False)
+    def any_format() -> tf.Tensor:
+        return tf.io.decode_image(encoded, channels=channels, dtype=tf.uint8,
+                                  expand_animations=False)
+
+    if _strict():
+        from tfpipe.native.jpeg import decode_jpeg_strict
+
+        # decode_image decodes a JPEG exactly as decode_jpeg does (same flags)
+        image = tf.cond(tf.io.is_jpeg(encoded),
+                        lambda: decode_jpeg_strict(encoded, channels), any_format)
+    else:
+        image = any_format()
     return tf.ensure_shape(image, [None, None, channels])
 
 
@@ -34,12 +60,18 @@ def decode_window(encoded: tf.Tensor, channels: int, window_fn: WindowFn
     Returns (uint8 crop [ch, cw, channels], window (oy, ox, ch, cw) int32,
     original size [2] int32).
     """
+    strict = _strict()
 
     def jpeg() -> tuple[tf.Tensor, ...]:
         shape = tf.io.extract_jpeg_shape(encoded, output_type=tf.int32)
         oy, ox, ch, cw = window_fn(shape[0], shape[1])
-        crop = tf.io.decode_and_crop_jpeg(encoded, tf.stack([oy, ox, ch, cw]),
-                                          channels=channels)
+        if strict:
+            from tfpipe.native.jpeg import decode_jpeg_strict
+
+            crop = decode_jpeg_strict(encoded, channels, tf.stack([oy, ox, ch, cw]))
+        else:
+            crop = tf.io.decode_and_crop_jpeg(encoded, tf.stack([oy, ox, ch, cw]),
+                                              channels=channels)
         return crop, oy, ox, ch, cw, shape[0], shape[1]
 
     def other() -> tuple[tf.Tensor, ...]:

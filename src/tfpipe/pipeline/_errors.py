@@ -49,11 +49,67 @@ def skipped_counts() -> dict[str, int]:
 
 
 def reset_skipped_counts() -> None:
-    """Forget the counts (e.g. between two runs in one process)."""
-    table = _table()
-    keys, _ = table.export()
-    if int(tf.size(keys)) > 0:
-        table.remove(keys)
+    """Forget the counts (e.g. between two runs in one process), framing losses too."""
+    for table in (_table(), _framing_table()):
+        keys, _ = table.export()
+        if int(tf.size(keys)) > 0:
+            table.remove(keys)
+
+
+# ----------------------------------------------------------------- framing damage
+# Per damaged shard: [byte offset of the first damage, records lost, records the
+# manifest lists (-1: no manifest), records read, records recovered after
+# resynchronising, damaged ranges]. Written when the reader reaches the shard's end.
+FRAMING_FIELDS = ("offset", "records_lost", "expected", "records_read", "recovered",
+                  "damaged_ranges")
+_FRAMING: tf.lookup.experimental.MutableHashTable | None = None
+
+
+def _framing_table() -> tf.lookup.experimental.MutableHashTable:
+    global _FRAMING
+    with _LOCK:
+        if _FRAMING is None:
+            with tf.init_scope():
+                _FRAMING = tf.lookup.experimental.MutableHashTable(
+                    key_dtype=tf.string, value_dtype=tf.int64,
+                    default_value=tf.constant([-1] * len(FRAMING_FIELDS), tf.int64),
+                    name="tfpipe_framing")
+        return _FRAMING
+
+
+def framing_losses() -> dict[str, dict[str, int]]:
+    """Shards whose framing (length/CRC) is damaged, as last read in this process:
+    shard path -> {"offset": byte offset of the first damage, "records_lost":
+    records the manifest lists that were not delivered (-1: unknown, no manifest),
+    "expected": the manifest's count (-1: none), "records_read": records delivered
+    from the shard, "recovered": of those, read after resynchronising past the
+    damage, "damaged_ranges": number of damaged byte ranges}. The records lost are
+    also in `skipped_counts()` (once per epoch, like bad records)."""
+    keys, values = _framing_table().export()
+    return {k.decode(): dict(zip(FRAMING_FIELDS, (int(x) for x in v)))
+            for k, v in zip(keys.numpy(), values.numpy())}
+
+
+def report_framing(path: tf.Tensor, damaged: tf.Tensor, message: tf.Tensor,
+                   fields: tf.Tensor, policy: str) -> tf.Tensor:
+    """Log + count (skip) or fail (raise) a shard's framing damage; returns a
+    bool tensor to hang the shard's remaining reads on. `fields`: the
+    FRAMING_FIELDS values, then the count to add to `skipped_counts()`."""
+    if policy == "raise":
+        check = tf.debugging.Assert(tf.logical_not(damaged), [message], summarize=1)
+        with tf.control_dependencies([check]):
+            return tf.identity(damaged)
+
+    def log_and_count() -> tf.Tensor:
+        table, framing = _table(), _framing_table()
+        printed = tf.print(message, output_stream=sys.stderr)
+        with tf.control_dependencies([printed]):
+            new = table.lookup(path) + fields[-1]
+        with tf.control_dependencies([table.insert(path, new),
+                                      framing.insert(path, fields[:-1])]):
+            return tf.constant(True)
+
+    return tf.cond(damaged, log_and_count, lambda: tf.constant(False))
 
 
 def isolate(ds: tf.data.Dataset, process: Callable[..., dict[str, tf.Tensor]],

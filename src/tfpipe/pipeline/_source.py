@@ -62,26 +62,72 @@ def worker_files(files: list[str], index: int, count: int) -> tuple[list[str], b
 
 
 def read_records(files: list[str], compression: str | None, cycle: int,
-                 skip_framing: bool = True) -> tf.data.Dataset:
+                 skip_framing: bool = True,
+                 expected: dict[str, int] | None = None) -> tf.data.Dataset:
     """Dataset of (shard_id int32, record_index int64, serialized) in a fixed order.
 
     Framing damage (bad length/CRC, truncation) is a `DataLossError` inside
-    `TFRecordDataset`; nothing after it in that file can be trusted to be framed.
-    With `skip_framing` the rest of THAT file is dropped with a logged warning
-    (other shards go on); otherwise the error propagates. `tfpipe verify --salvage`
-    recovers the records after the damage.
+    `TFRecordDataset`, which then ends that file. So each shard is read with
+    the fast reader, errors absorbed, while a scan keeps (records, bytes) read;
+    when the reader stopped before the end of the file:
+
+    * with the native library and an uncompressed shard, the rest is walked
+      exactly as `tfpipe verify --salvage` walks it (`tfpipe.native.tfrecord`)
+      and every intact record after the damage is read too (resynchronised);
+    * the damage is reported with the shard's path, the byte offset, the
+      records the manifest lists and how many were lost: under `skip`
+      (`skip_framing`) as a log line, in `skipped_counts()` (records lost) and
+      `framing_losses()` (details); under `raise` as an `InvalidArgumentError`.
+
+    `expected`: path -> records the manifest lists (default: read from the
+    manifest.json beside the shards, when there is one).
     """
+    from tfpipe.native import tfrecord as native_tfrecord
+    from tfpipe.pipeline._errors import report_framing
+    from tfpipe.records import shard_record_counts
+
     if cycle <= 0:
         cycle = DEFAULT_CYCLE
     cycle = max(1, min(cycle, len(files)))
+    if expected is None:
+        expected = shard_record_counts(files)
+    policy = "skip" if skip_framing else "raise"
+    resync = not compression and native_tfrecord.available()
     ids = tf.data.Dataset.from_tensor_slices(
-        (tf.range(len(files), dtype=tf.int32), tf.constant(files)))
+        (tf.range(len(files), dtype=tf.int32), tf.constant(files),
+         tf.constant([int(expected.get(f, -1)) for f in files], tf.int64)))
+    # Where each shard's fast reader stopped: shard id -> [records, bytes]. Two
+    # iterations of one dataset reading the same shard write the same values
+    # (they are a property of the file), so sharing the table is harmless.
+    with tf.init_scope():
+        stopped = tf.lookup.experimental.MutableHashTable(
+            key_dtype=tf.int64, value_dtype=tf.int64,
+            default_value=tf.constant([0, 0], tf.int64))
 
-    def one_file(shard_id: tf.Tensor, path: tf.Tensor) -> tf.data.Dataset:
-        records = tf.data.TFRecordDataset(path, compression_type=compression or "")
-        if skip_framing:
-            records = records.ignore_errors(log_warning=True)
-        return records.enumerate().map(lambda i, r: (shard_id, i, r))
+    def one_file(shard_id: tf.Tensor, path: tf.Tensor, want: tf.Tensor) -> tf.data.Dataset:
+        fast = tf.data.TFRecordDataset(path, compression_type=compression or "")
+        fast = fast.ignore_errors(log_warning=True).map(lambda r: (r, tf.constant(False)))
+        end = tf.data.Dataset.from_tensors((tf.constant(b""), tf.constant(True)))
+
+        def track(state: tf.Tensor, elem: tuple[tf.Tensor, tf.Tensor]):
+            record, is_end = elem
+            n, offset = state[0], state[1]
+
+            def at_end() -> tf.Tensor:
+                with tf.control_dependencies([stopped.insert(tf.cast(shard_id, tf.int64), state)]):
+                    return tf.identity(state)
+
+            size = tf.cast(tf.strings.length(record), tf.int64) + 16  # framing overhead
+            new = tf.cond(is_end, at_end, lambda: tf.stack([n + 1, offset + size]))
+            return new, (shard_id, n, record, is_end)
+
+        head = fast.concatenate(end).scan(tf.constant([0, 0], tf.int64), track)
+        head = head.filter(lambda s, i, r, is_end: tf.logical_not(is_end)).map(
+            lambda s, i, r, is_end: (s, i, r))
+        rest = tf.data.Dataset.from_tensors(shard_id).flat_map(
+            lambda sid: _after_damage(sid, path, want, stopped.lookup(tf.cast(sid, tf.int64)), compression,
+                                      resync, policy, report_framing))
+        return head.concatenate(rest)
 
     # deterministic=True: the record order must not depend on thread timing,
     # since the sample index (and so the seed) comes from the position.
@@ -89,3 +135,73 @@ def read_records(files: list[str], compression: str | None, cycle: int,
         return ids.interleave(one_file, cycle_length=1, block_length=1)
     return ids.interleave(one_file, cycle_length=cycle, block_length=1,
                           num_parallel_calls=cycle, deterministic=True)
+
+
+def _after_damage(shard_id: tf.Tensor, path: tf.Tensor, want: tf.Tensor, stopped: tf.Tensor,
+                  compression: str | None, resync: bool, policy: str,
+                  report_framing: Callable[..., tf.Tensor]) -> tf.data.Dataset:
+    """What follows a shard's fast read: nothing when it read the whole file;
+    else the report and, when `resync`, the intact records after the damage."""
+    n_read, offset = stopped[0], stopped[1]
+    empty = tf.zeros([0], tf.int64)
+    if resync:
+        from tfpipe.native.tfrecord import walk
+
+        w = walk(path, offset, n_read)
+        starts, counts, first = w.segment_starts, w.segment_counts, w.segment_indices
+        damaged = tf.size(w.finding_offsets) > 0
+        ranges = tf.size(w.finding_offsets, out_type=tf.int64)
+        known_lost = tf.reduce_sum(tf.maximum(w.finding_records_lost, 0))
+        unknown = tf.reduce_any(w.finding_records_lost < 0)
+        kind = tf.cond(damaged, lambda: w.finding_kinds[0], lambda: tf.constant(""))
+    else:
+        starts, counts, first = empty, empty, empty
+        if compression:  # offsets in a GZIP stream cannot be probed: trust the manifest
+            damaged = tf.logical_and(want >= 0, n_read < want)
+        else:
+            # is there a byte where the reader stopped? (the file is longer than what it read)
+            probe = tf.data.FixedLengthRecordDataset(path, record_bytes=1, header_bytes=offset)
+            damaged = probe.take(1).reduce(tf.constant(False), lambda _, b: tf.constant(True))
+        ranges = tf.cast(damaged, tf.int64)
+        known_lost = tf.constant(0, tf.int64)
+        unknown = tf.constant(True)
+        kind = tf.constant("framing damage (resynchronising needs the native library)"
+                           if not compression else "GZIP stream or framing damage")
+    recovered = tf.reduce_sum(counts)
+    delivered = n_read + recovered
+    lost = tf.where(want >= 0, tf.maximum(want - delivered, 0),
+                    tf.where(unknown, tf.constant(-1, tf.int64), known_lost))
+    lost_text = tf.where(
+        want >= 0,
+        tf.strings.join([tf.strings.as_string(lost), " of the ", tf.strings.as_string(want),
+                         " records the manifest lists were lost"]),
+        tf.where(unknown, tf.strings.join(["an unknown number of records lost (no manifest;"
+                                           " at least ", tf.strings.as_string(known_lost), ")"]),
+                 tf.strings.join([tf.strings.as_string(known_lost), " records lost"])))
+    message = tf.strings.join([
+        "tfpipe: framing damage in shard ", path, " at byte ", tf.strings.as_string(offset),
+        " (", kind, ", after record ", tf.strings.as_string(n_read - 1), "): ",
+        tf.strings.as_string(n_read), " records read before it, ",
+        tf.strings.as_string(recovered),
+        " intact after it (read, resynchronised)" if policy == "skip" and resync
+        else " read after it", ", ", lost_text,
+        f" (pipeline.on_error={policy}). Run `tfpipe verify <dataset> --salvage OUT` to "
+        "rewrite the shard with every readable record."])
+    # skipped_counts() gets the records lost; "unknown" (no manifest, garbage
+    # skipped) counts as the known losses, at least the one damaged frame
+    counted = tf.where(lost >= 0, lost, tf.maximum(known_lost, 1))
+    fields = tf.stack([offset, lost, want, delivered, recovered, ranges, counted])
+    reported = report_framing(path, damaged, message, fields, policy)
+    with tf.control_dependencies([reported]):
+        starts = tf.identity(starts)
+
+    def run(start: tf.Tensor, count: tf.Tensor, index0: tf.Tensor) -> tf.data.Dataset:
+        # TFRecordDatasetV2's byte_offsets has no Python wrapper: build it raw
+        variant = tf.raw_ops.TFRecordDatasetV2(
+            filenames=tf.reshape(path, [1]), compression_type="",
+            buffer_size=tf.constant(256 << 10, tf.int64), byte_offsets=tf.reshape(start, [1]))
+        records = tf.data.experimental.from_variant(
+            variant, tf.TensorSpec([], tf.string)).take(count)
+        return records.enumerate(index0).map(lambda i, r: (shard_id, i, r))
+
+    return tf.data.Dataset.from_tensor_slices((starts, counts, first)).flat_map(run)

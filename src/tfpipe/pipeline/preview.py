@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import tensorflow as tf
 from PIL import Image, ImageDraw, ImageFont
 
 # Distinct, colour-blind-friendly box colours (Okabe-Ito), indexed by class id.
@@ -169,6 +170,18 @@ def _class_names(data_path: str | None) -> list[str]:
     return list(getattr(manifest, "class_names", []) or [])
 
 
+def tf_error_text(exc: Exception) -> str:
+    """The useful part of a TF runtime error: tfpipe's own assertion text
+    (which names the shard and record) when there is one, else its first line."""
+    text = str(getattr(exc, "message", exc))
+    marker = "assertion failed: ["
+    if marker in text:
+        text = text.split(marker, 1)[1]
+        return text.split("]\n", 1)[0].split("] [Op:", 1)[0].rstrip("]").strip()
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    return lines[0] if lines else type(exc).__name__
+
+
 def render_preview(config: Any, out_png: str | os.PathLike[str], n: int = 16, split: str = "train",
                    epoch: int = 0) -> Path:
     """Write a PNG grid of the first `n` samples `build_pipeline(config, split, epoch)` yields."""
@@ -181,7 +194,15 @@ def render_preview(config: Any, out_png: str | os.PathLike[str], n: int = 16, sp
     from tfpipe.pipeline import build_pipeline, settings
 
     s = settings(config)
-    samples = collect_samples(build_pipeline(config, split, epoch), n)
+    try:
+        samples = collect_samples(build_pipeline(config, split, epoch), n)
+    except tf.errors.OpError as exc:
+        # a bad record under pipeline.on_error=raise, or unreadable data: one
+        # paragraph (tfpipe's message names the shard and record), no traceback
+        from tfpipe.errors import RecordError
+
+        raise RecordError(f"split {split!r} of {s.data_path!r} could not be read: "
+                          f"{tf_error_text(exc)}") from None
     if not samples:
         from tfpipe.errors import InputError
 

@@ -18,6 +18,7 @@ from tfpipe.records.framing import (
     scan,
     scan_file,
 )
+from tfpipe.records.imagecheck import is_jpeg, jpeg_damage
 from tfpipe.records.manifest import (
     MANIFEST_NAME,
     Manifest,
@@ -36,7 +37,7 @@ from tfpipe.records.schema import (
     infer_schema,
     known_feature,
 )
-from tfpipe.records.source import RecordSource, open_source
+from tfpipe.records.source import RecordSource, open_source, shard_record_counts
 from tfpipe.records.verify import VerifyReport, verify
 from tfpipe.records.writer import (
     DEFAULT_SHARD_SIZE,
@@ -52,6 +53,6 @@ __all__ = [
     "FeatureSpec", "Finding", "RecordSource", "SalvageReport", "VerifyReport", "Manifest", "ManifestError", "RecordError", "Schema",
     "SchemaError", "ShardEntry", "ShardInfo", "ShardedWriter", "SkippedInput", "SplitInfo",
     "classification_schema", "count_records", "decode_example", "detection_schema",
-    "encode_example", "encode_frame", "infer_schema", "known_feature", "iter_frames", "masked_crc32c",
-    "open_source", "parse_size", "salvage", "verify", "scan", "scan_file", "schema_from_example", "shard_name", "write_shard",
+    "encode_example", "encode_frame", "infer_schema", "is_jpeg", "jpeg_damage", "known_feature", "iter_frames", "masked_crc32c",
+    "open_source", "parse_size", "salvage", "verify", "scan", "scan_file", "schema_from_example", "shard_name", "shard_record_counts", "write_shard",
 ]

@@ -215,3 +215,31 @@ def open_source(path_or_glob: str | os.PathLike[str], split: str = "train",
                         schema=schema, split=split, dataset_version=version, filled=filled,
                         _num_records=(manifest.splits[split].num_records
                                       if manifest is not None else None))
+
+
+def shard_record_counts(files: Iterable[str | os.PathLike[str]]) -> dict[str, int]:
+    """For each file listed in the manifest.json of its own directory: path (as
+    given) -> the number of records the manifest says it holds. Files without a
+    readable manifest, or not listed in it, are left out (a glob of bare shards)."""
+    by_dir: dict[str, list[str]] = {}
+    for f in files:
+        p = os.fspath(f)
+        by_dir.setdefault(os.path.dirname(os.path.abspath(p)), []).append(p)
+    out: dict[str, int] = {}
+    for directory, paths in by_dir.items():
+        if not os.path.isfile(os.path.join(directory, MANIFEST_NAME)):
+            continue
+        try:
+            manifest = Manifest.load(directory)
+        except ManifestError:
+            continue
+        listed: dict[str, int] = {}
+        for split in manifest.splits:
+            for entry, f in zip(manifest.splits[split].shards,
+                                manifest.shard_paths(directory, split)):
+                listed[os.path.realpath(f)] = entry.num_records
+        for p in paths:
+            n = listed.get(os.path.realpath(p))
+            if n is not None:
+                out[p] = n
+    return out

@@ -6,6 +6,7 @@ import os
 from collections import Counter
 from typing import Any
 
+from tfpipe.errors import RecordError
 from tfpipe.records.codec import decode_example
 from tfpipe.records.framing import iter_frames
 from tfpipe.records.source import open_source
@@ -53,16 +54,36 @@ def record_summary(ex: dict[str, list[Any]]) -> dict[str, Any]:
     return out
 
 
-def class_histogram(files: list[str], compression: str | None, key: str) -> dict[int, int]:
-    """Count labels with batched graph parsing (fast enough for millions of records)."""
+DAMAGED_HINT = "run `tfpipe verify PATH` to locate the damage and `--salvage OUT` to recover"
+
+
+def class_histogram(files: list[str], compression: str | None, key: str,
+                    warnings: list[str] | None = None) -> dict[int, int]:
+    """Count labels with batched graph parsing (fast enough for millions of records).
+
+    A shard whose framing is damaged is counted up to the damage and named in
+    `warnings` (when given; otherwise the `RecordError` is raised)."""
     import tensorflow as tf
 
     spec = {key: tf.io.VarLenFeature(tf.int64)}
-    ds = tf.data.TFRecordDataset(files, compression_type="GZIP" if compression == "gzip" else "")
-    ds = ds.batch(4096).map(lambda s: tf.io.parse_example(s, spec)[key].values)
     counts: Counter[int] = Counter()
-    for values in ds.as_numpy_iterator():
-        counts.update(values.tolist())
+    for f in files:  # one file at a time, so a damaged one can be named
+        ds = tf.data.TFRecordDataset(f, compression_type="GZIP" if compression == "gzip" else "")
+        ds = ds.batch(256).map(lambda s: tf.io.parse_example(s, spec)[key].values)
+        it = iter(ds.as_numpy_iterator())
+        while True:
+            try:
+                values = next(it)
+            except StopIteration:
+                break
+            except tf.errors.OpError as exc:
+                msg = (f"{f}: damaged framing ({str(getattr(exc, 'message', exc)).splitlines()[0]}); "
+                       f"the class histogram counts only the records before it; {DAMAGED_HINT}")
+                if warnings is None:
+                    raise RecordError(msg, path=f) from None
+                warnings.append(msg)
+                break
+            counts.update(values.tolist())
     return dict(sorted(counts.items()))
 
 
@@ -78,6 +99,7 @@ def summarize(path: str | os.PathLike[str], split: str | None = None,
             split = "train" if "train" in m.splits else (sorted(m.splits) or ["train"])[0]
     src = open_source(p, split=split or "train")
     m = src.manifest
+    warnings: list[str] = []
     out: dict[str, Any] = {
         "path": p, "split": src.split, "compression": src.compression,
         "schema_version": src.dataset_version,
@@ -92,13 +114,18 @@ def summarize(path: str | os.PathLike[str], split: str | None = None,
                          for name, info in sorted(m.splits.items())}
     else:
         out["class_names"] = []
-        out["splits"] = {src.split: {"records": src.num_records, "shards": len(src.files),
+        try:
+            num = src.num_records
+        except RecordError as exc:
+            warnings.append(f"{exc}; the record count is unknown; {DAMAGED_HINT}")
+            num = -1
+        out["splits"] = {src.split: {"records": num, "shards": len(src.files),
                                      "bytes": sum(os.path.getsize(f) for f in src.files),
                                      "skipped": 0}}
     key = next((k for k in LABEL_KEYS if k in src.schema), None)
     out["label_key"] = key
     if key is not None:
-        hist = class_histogram(src.files, src.compression, key)
+        hist = class_histogram(src.files, src.compression, key, warnings)
         names = out["class_names"]
         out["class_histogram"] = [
             {"label": k, "name": names[k] if 0 <= k < len(names) else None, "count": v}
@@ -107,11 +134,16 @@ def summarize(path: str | os.PathLike[str], split: str | None = None,
     for f in src.files:
         if len(records) >= num_records:
             break
-        for index, offset, data in iter_frames(f, src.compression):
-            if len(records) >= num_records:
-                break
-            rec = {"file": os.path.basename(f), "index": index}
-            rec.update(record_summary(decode_example(data)))
-            records.append(rec)
+        try:
+            for index, offset, data in iter_frames(f, src.compression):
+                if len(records) >= num_records:
+                    break
+                rec = {"file": os.path.basename(f), "index": index}
+                rec.update(record_summary(decode_example(data)))
+                records.append(rec)
+        except RecordError as exc:
+            if not any(w.startswith(f"{f}:") for w in warnings):
+                warnings.append(f"{exc}; {DAMAGED_HINT}")
     out["records"] = records
+    out["warnings"] = warnings
     return out

@@ -5,7 +5,9 @@ Findings beyond the framing kinds of `scan_file`:
 ``size-mismatch``, ``checksum-mismatch``, ``count-mismatch``,
 ``unlisted-file`` (a shard or leftover temp file the manifest does not list),
 and with ``deep=True``: ``bad-example`` (not an Example, or not matching the
-manifest's schema), ``bad-image``, ``bad-box``, ``bad-label``.
+manifest's schema), ``bad-image`` (does not decode, a JPEG whose strict decode
+reports a libjpeg warning -- a damaged scan TF would fill with gray -- or a
+decoded size that differs from the stored one), ``bad-box``, ``bad-label``.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from typing import Any
 from tfpipe.errors import ManifestError
 from tfpipe.records.codec import decode_example
 from tfpipe.records.framing import Finding, _Buffer, detect_compression, walk
+from tfpipe.records.imagecheck import is_jpeg, jpeg_damage
 from tfpipe.records.manifest import MANIFEST_NAME, Manifest
 from tfpipe.records.schema import Schema
 from tfpipe.records.writer import SHARD_NAME_RE
@@ -111,7 +114,13 @@ class _DeepChecker:
             return [f("bad-example", f"not a tf.train.Example ({e})")]
         out: list[Finding] = [f("bad-example", m) for m in self._schema_findings(data)]
         enc = ex.get("image/encoded")
-        if enc:
+        damage = jpeg_damage(enc[0]) if enc and is_jpeg(enc[0]) else None
+        if damage is not None:
+            # TF would decode it (gray where the data is missing): a strict
+            # decode is the only way to see it
+            out.append(f("bad-image", f"damaged JPEG scan (a strict decode fails: "
+                                      f"{damage[:200]})"))
+        elif enc:
             try:
                 img = self.tf.io.decode_image(enc[0], expand_animations=False).numpy()
             except Exception as e:  # noqa: BLE001

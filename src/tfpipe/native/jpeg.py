@@ -1,0 +1,49 @@
+"""Strict JPEG decode (`TfpipeDecodeJpegStrict`, jpeg_strict.cc).
+
+TF's `decode_jpeg` / `decode_and_crop_jpeg` accept a JPEG whose entropy-coded
+data is damaged: libjpeg only *warns* ("Corrupt JPEG data: premature end of
+data segment") and fills the rest with gray. `decode_jpeg_strict` returns the
+same pixels as those ops (it calls the same `tensorflow::jpeg::Uncompress`
+with the same flags; tests/native) but fails with `InvalidArgumentError` when
+libjpeg warns, or when the file's marker structure is damaged (no EOI marker,
+a restart marker that cannot be there).
+
+Limits (docs/pipeline.md "Bad records"): with a crop window libjpeg stops after
+the window's last row, so damage below the window is only found by the
+structural scan; warnings libjpeg emits only after the last row ("N extraneous
+bytes before marker") are not counted by `Uncompress`. `tfpipe convert` and
+`tfpipe verify --deep` decode every image fully and strictly and do see both.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import tensorflow as tf
+
+from tfpipe import native
+
+
+def available() -> bool:
+    """Native ops enabled and the built library has the strict JPEG kernel."""
+    return native.available() and hasattr(native.load(), "tfpipe_decode_jpeg_strict")
+
+
+def decode_jpeg_strict(contents: tf.Tensor, channels: int = 0,
+                       window: Any | None = None) -> tf.Tensor:
+    """uint8 [h, w, c]: `tf.io.decode_jpeg(contents, channels)` or, with `window`
+    = (y, x, h, w), `tf.io.decode_and_crop_jpeg(contents, window, channels)`,
+    bit for bit, but an error on a damaged scan. Requires `available()`."""
+    if channels not in (0, 1, 3):
+        raise ValueError(f"channels must be 0, 1 or 3, got {channels!r}")
+    if not available():
+        st = native.status()
+        why = st["detail"] if not st["active"] else f"{st['detail']} predates " \
+            "jpeg_strict.cc (rebuild: `python -m tfpipe.native build`)"
+        raise RuntimeError(f"tfpipe.native strict JPEG decode unavailable: {why}")
+    module = native.load()
+    if window is None:
+        return module.tfpipe_decode_jpeg_strict(contents, tf.zeros([4], tf.int32),
+                                                channels=channels, crop=False)
+    window = tf.cast(tf.convert_to_tensor(window), tf.int32)
+    return module.tfpipe_decode_jpeg_strict(contents, window, channels=channels, crop=True)

@@ -1,0 +1,235 @@
+// TfpipeDecodeJpegStrict: TensorFlow's own JPEG decode (DecodeJpeg /
+// DecodeAndCropJpeg), failing when libjpeg reports a warning.
+//
+// libjpeg treats damaged entropy-coded data as a *warning* ("Corrupt JPEG
+// data: premature end of data segment", "N extraneous bytes before marker",
+// bad Huffman codes): it fills what it could not decode with gray and returns
+// success, and TF's ops never look at the warning count. This op calls the
+// very function those ops call, `tensorflow::jpeg::Uncompress` from
+// libtensorflow_cc (same flags: IFAST DCT, fancy upscaling, no truncation
+// recovery), so its pixels are TF's pixels bit for bit, and turns a non-zero
+// warning count into an InvalidArgument error.
+//
+// `Uncompress` is exported by libtensorflow_cc.so.2 (already loaded by the TF
+// Python package) but not by libtensorflow_framework, which custom ops link
+// against, so it is looked up once with dlopen(RTLD_NOLOAD) + dlsym; when that
+// fails the op reports it (the Python side then falls back to TF's ops).
+//
+// What a crop sees: with a crop window libjpeg decodes the entropy data down to
+// the window's last row and stops (what TF's DecodeAndCropJpeg does), so
+// damage below the window is not seen by this decode. A separate structural
+// scan of the whole file (ScanJpegStructure below, a few microseconds) runs in
+// every call and catches what can be seen without Huffman decoding: a scan
+// that ends without EOI (truncation), and a marker inside entropy-coded data
+// that cannot be there (a restart marker where no restart interval was
+// declared, or out of sequence).
+
+#include <dlfcn.h>
+
+#include <cstdint>
+#include <cstring>
+#include <functional>
+#include <mutex>
+#include <string>
+
+#include "tensorflow/core/framework/op.h"
+#include "tensorflow/core/framework/op_kernel.h"
+#include "tensorflow/core/framework/shape_inference.h"
+#include "tensorflow/core/lib/jpeg/jpeg_mem.h"
+
+using namespace tensorflow;  // NOLINT(build/namespaces)
+
+REGISTER_OP("TfpipeDecodeJpegStrict")
+    .Input("contents: string")
+    .Input("crop_window: int32")
+    .Attr("channels: int = 0")
+    .Attr("crop: bool = false")
+    .Output("image: uint8")
+    .SetShapeFn([](shape_inference::InferenceContext* c) {
+      shape_inference::ShapeHandle unused;
+      TF_RETURN_IF_ERROR(c->WithRank(c->input(0), 0, &unused));
+      TF_RETURN_IF_ERROR(c->WithRank(c->input(1), 1, &unused));
+      int channels;
+      TF_RETURN_IF_ERROR(c->GetAttr("channels", &channels));
+      c->set_output(0, c->MakeShape({c->UnknownDim(), c->UnknownDim(),
+                                     channels > 0 ? c->MakeDim(channels)
+                                                  : c->UnknownDim()}));
+      return absl::OkStatus();
+    })
+    .Doc(R"doc(
+tf.io.decode_jpeg (crop=false) or tf.io.decode_and_crop_jpeg (crop=true,
+crop_window = [y, x, h, w]) with the same pixels, but an InvalidArgument error
+when libjpeg reports a warning (corrupt entropy-coded data) or the file's
+marker structure is damaged (no EOI, misplaced restart marker).
+)doc");
+
+namespace {
+
+using UncompressFn = uint8_t* (*)(const void*, int, const jpeg::UncompressFlags&, int64_t*,
+                                  std::function<uint8_t*(int, int, int)>);
+
+// The mangled name of tensorflow::jpeg::Uncompress(const void*, int,
+// const UncompressFlags&, int64_t*, std::function<uint8_t*(int, int, int)>).
+constexpr char kUncompressSymbol[] =
+    "_ZN10tensorflow4jpeg10UncompressEPKviRKNS0_15UncompressFlagsEPlSt8functionIFPhiiiEE";
+
+UncompressFn LookupUncompress(std::string* why) {
+  static std::once_flag once;
+  static UncompressFn fn = nullptr;
+  static std::string reason;
+  std::call_once(once, [] {
+    for (const char* lib : {"libtensorflow_cc.so.2", "libtensorflow_framework.so.2"}) {
+      void* handle = dlopen(lib, RTLD_NOW | RTLD_NOLOAD);
+      if (handle == nullptr) continue;
+      fn = reinterpret_cast<UncompressFn>(dlsym(handle, kUncompressSymbol));
+      if (fn != nullptr) return;
+    }
+    fn = reinterpret_cast<UncompressFn>(dlsym(RTLD_DEFAULT, kUncompressSymbol));
+    if (fn == nullptr) reason = "tensorflow::jpeg::Uncompress not found in the loaded TF libraries";
+  });
+  if (fn == nullptr && why != nullptr) *why = reason;
+  return fn;
+}
+
+// Walks the marker segments of a JPEG file and the entropy-coded data after
+// each SOS. Returns "" when the structure is intact, else what is wrong.
+// Only the structure is checked (no Huffman decoding), so it costs one pass
+// over the bytes looking for 0xFF.
+std::string ScanJpegStructure(const uint8_t* d, size_t n) {
+  if (n < 4 || d[0] != 0xFF || d[1] != 0xD8) return "no SOI marker at the start";
+  size_t p = 2;
+  int restart_interval = 0;
+  bool seen_scan = false;
+  while (true) {
+    // Between segments: fill bytes 0xFF may precede a marker.
+    if (p >= n) return seen_scan ? "file ends without an EOI marker (truncated)"
+                                 : "file ends before the first scan (truncated)";
+    if (d[p] != 0xFF) {
+      return "expected a marker at byte " + std::to_string(p) + ", found 0x" +
+             [](unsigned v) { char b[3]; snprintf(b, sizeof b, "%02x", v); return std::string(b); }(d[p]);
+    }
+    while (p < n && d[p] == 0xFF) ++p;
+    if (p >= n) return "file ends inside a marker (truncated)";
+    const uint8_t m = d[p++];
+    if (m == 0xD9) return "";  // EOI: whatever follows is not image data
+    if (m == 0x01 || (m >= 0xD0 && m <= 0xD7)) {
+      return "restart marker 0xFF" +
+             [](unsigned v) { char b[3]; snprintf(b, sizeof b, "%02X", v); return std::string(b); }(m) +
+             " outside entropy-coded data at byte " + std::to_string(p - 2);
+    }
+    if (p + 2 > n) return "file ends inside a segment header (truncated)";
+    const size_t len = (static_cast<size_t>(d[p]) << 8) | d[p + 1];
+    if (len < 2 || p + len > n) return "segment length runs past the end of the file (truncated)";
+    if (m == 0xDD && len >= 4) restart_interval = (d[p + 2] << 8) | d[p + 3];  // DRI
+    p += len;
+    if (m != 0xDA) continue;  // not SOS
+    seen_scan = true;
+    // Entropy-coded data: 0xFF is followed by 0x00 (stuffing), 0xFF (fill),
+    // a restart marker RST0..7 in sequence (only with a restart interval),
+    // or the marker that ends the scan.
+    int next_rst = 0;
+    while (true) {
+      const void* ff = p < n ? memchr(d + p, 0xFF, n - p) : nullptr;
+      if (ff == nullptr) return "file ends inside entropy-coded data without an EOI marker (truncated)";
+      size_t q = static_cast<const uint8_t*>(ff) - d;
+      size_t r = q + 1;
+      while (r < n && d[r] == 0xFF) ++r;
+      if (r >= n) return "file ends inside entropy-coded data (truncated)";
+      const uint8_t b = d[r];
+      if (b == 0x00) { p = r + 1; continue; }
+      if (b >= 0xD0 && b <= 0xD7) {
+        if (restart_interval == 0) {
+          return "restart marker inside entropy-coded data at byte " + std::to_string(q) +
+                 " but no restart interval was declared";
+        }
+        if (b - 0xD0 != next_rst) {
+          return "restart marker RST" + std::to_string(b - 0xD0) + " at byte " +
+                 std::to_string(q) + " out of sequence (expected RST" +
+                 std::to_string(next_rst) + ")";
+        }
+        next_rst = (next_rst + 1) & 7;
+        p = r + 1;
+        continue;
+      }
+      p = q;  // a real marker: the scan ended; back to the segment walk
+      break;
+    }
+  }
+}
+
+class DecodeJpegStrictOp : public OpKernel {
+ public:
+  explicit DecodeJpegStrictOp(OpKernelConstruction* ctx) : OpKernel(ctx) {
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("channels", &channels_));
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("crop", &crop_));
+    OP_REQUIRES(ctx, channels_ == 0 || channels_ == 1 || channels_ == 3,
+                errors::InvalidArgument("channels must be 0, 1 or 3, got ", channels_));
+    std::string why;
+    OP_REQUIRES(ctx, LookupUncompress(&why) != nullptr, errors::Unavailable(why));
+  }
+
+  void Compute(OpKernelContext* ctx) override {
+    const Tensor& contents = ctx->input(0);
+    OP_REQUIRES(ctx, TensorShapeUtils::IsScalar(contents.shape()),
+                errors::InvalidArgument("contents must be a scalar, got ",
+                                        contents.shape().DebugString()));
+    const tstring& input = contents.scalar<tstring>()();
+    OP_REQUIRES(ctx, input.size() <= std::numeric_limits<int>::max(),
+                errors::InvalidArgument("JPEG contents are too large (", input.size(),
+                                        " bytes)"));
+    // The flags TF's DecodeJpeg / DecodeAndCropJpeg use with their default attrs.
+    jpeg::UncompressFlags flags;
+    flags.components = channels_;
+    flags.ratio = 1;
+    flags.fancy_upscaling = true;
+    flags.try_recover_truncated_jpeg = false;
+    flags.min_acceptable_fraction = 1.0f;
+    flags.dct_method = JDCT_IFAST;  // TF's default for dct_method=""
+    if (crop_) {
+      const Tensor& w = ctx->input(1);
+      OP_REQUIRES(ctx, w.dims() == 1 && w.dim_size(0) == 4,
+                  errors::InvalidArgument("crop_window must be int32 [4] (y, x, h, w), got ",
+                                          w.shape().DebugString()));
+      auto v = w.vec<int32>();
+      flags.crop = true;
+      flags.crop_y = v(0);
+      flags.crop_x = v(1);
+      flags.crop_height = v(2);
+      flags.crop_width = v(3);
+    }
+    const std::string structure =
+        ScanJpegStructure(reinterpret_cast<const uint8_t*>(input.data()), input.size());
+    OP_REQUIRES(ctx, structure.empty(),
+                errors::InvalidArgument("damaged JPEG: ", structure));
+    Tensor* output = nullptr;
+    int64_t nwarn = 0;
+    UncompressFn uncompress = LookupUncompress(nullptr);
+    uint8_t* buffer = uncompress(
+        input.data(), static_cast<int>(input.size()), flags, &nwarn,
+        [&](int width, int height, int channels) -> uint8_t* {
+          Status s = ctx->allocate_output(0, TensorShape({height, width, channels}), &output);
+          if (!s.ok()) {
+            ctx->SetStatus(s);
+            return nullptr;
+          }
+          return output->flat<uint8>().data();
+        });
+    OP_REQUIRES_OK(ctx, ctx->status());
+    OP_REQUIRES(ctx, buffer != nullptr,
+                errors::InvalidArgument("jpeg::Uncompress failed. Invalid JPEG data or crop "
+                                        "window."));
+    OP_REQUIRES(ctx, nwarn == 0,
+                errors::InvalidArgument("damaged JPEG: libjpeg reported ", nwarn,
+                                        " warning(s) (corrupt entropy-coded data, e.g. "
+                                        "\"premature end of data segment\"); the decoded "
+                                        "image would be partly gray"));
+  }
+
+ private:
+  int channels_ = 0;
+  bool crop_ = false;
+};
+
+}  // namespace
+
+REGISTER_KERNEL_BUILDER(Name("TfpipeDecodeJpegStrict").Device(DEVICE_CPU), DecodeJpegStrictOp);
