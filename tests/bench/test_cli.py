@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import json
 
+import pytest
 import tensorflow as tf
 from click.testing import CliRunner
 
@@ -30,15 +31,51 @@ def test_bench_json_with_every_analysis(tiny_overrides, tmp_path) -> None:
     assert res.exit_code == 0, res.output
     out = json.loads(res.stdout)
     assert out["result"]["steps"] == 2 and out["result"]["elements"] == 16
-    assert [s["name"] for s in out["stages"]["stages"]] == [
-        "read", "parse", "decode", "geometry", "pixel", "batch", "compose"]
-    assert out["stages"]["slowest"] in [s["name"] for s in out["stages"]["stages"]]
+    from tfpipe.pipeline import STAGES
+
+    stages = out["stages"]["stages"]
+    assert [s["name"] for s in stages] == list(STAGES)
+    # every prefix from `batch` on yields batches: 2 steps of 8 rows each
+    first = list(STAGES).index("batch")
+    assert [s["batched"] for s in stages] == [i >= first for i in range(len(STAGES))]
+    assert [s["elements"] for s in stages] == [16] * len(STAGES)
+    # end to end is build_pipeline itself, measured apart from the stages
+    assert out["stages"]["end_to_end"]["elements"] == 16
+    assert "end to end (build_pipeline)" in out["stages"]["summary"]
     assert out["input_bound"]["step_kind"] == "train_on_batch"
     assert 0.0 <= out["input_bound"]["input_wait_fraction"] <= 1.0
     lo, hi = out["baseline"]["speedup_range"]
     assert 0 < lo <= hi and out["baseline"]["result"]["elements"] == 16
     assert out["tensorboard"]["traces"][0].endswith(".xplane.pb")
     assert list((tmp_path / "tb").glob("events.out.tfevents.*"))
+
+
+def test_bench_stages_names_the_slow_stage(tiny_overrides, monkeypatch) -> None:
+    """The CLI reports the stage that is slow: build_stages swapped for prefixes
+    where `decode` holds an expensive graph op."""
+    import tfpipe.pipeline as P
+
+    def heavy(x):
+        a = tf.random.stateless_uniform([300, 300], tf.stack([tf.cast(x, tf.int64), 0]))
+        return tf.reduce_sum(tf.linalg.matmul(a, a)) * 0 + tf.cast(x, tf.float32)
+
+    def fake_stages(config, split="train", epoch=0, **kw):
+        out, ds = [], tf.data.Dataset.range(100_000)
+        for name in P.STAGES:
+            if name == "batch":
+                ds = ds.batch(8)
+            elif name != "read":
+                ds = ds.map(heavy if name == "decode" else (lambda x: x + 1))
+            out.append((name, ds))
+        return out
+
+    monkeypatch.setattr(P, "build_stages", fake_stages)
+    res = CliRunner().invoke(bench, ["imagenet", *_sets(tiny_overrides), "--steps", "3",
+                                     "--warmup", "1", "--stages", "--json"])
+    assert res.exit_code == 0, res.output
+    out = json.loads(res.stdout)["stages"]
+    assert out["slowest"] == "decode", out["stages"]
+    assert out["summary"].startswith("slowest stage: decode")
 
 
 def test_bench_sweep_writes_csv_and_plot(tiny_overrides, tmp_path) -> None:

@@ -167,6 +167,10 @@ def _run(config: str, sets: list[str], split: str, steps: int, warmup: int, stag
         rep = bench.stage_report(cfg, steps=steps, warmup=warmup, split=split)
         rows = [[s.name, _fmt(s.elements_per_s), _fmt(s.us_per_element, 0), _fmt(s.added_us, 0),
                  f"{s.share:.0%}"] for s in rep.stages]
+        if rep.end_to_end is not None:
+            e = rep.end_to_end
+            rows.append(["end to end (build_pipeline)", _fmt(e.elements_per_s),
+                         _fmt(1e6 / max(e.elements_per_s, 1e-9), 0), "", ""])
         show(_table("stages (prefix k = stages 1..k; added = prefix k - prefix k-1, approximate)",
                     ["stage", "elements/s", "us/element", "added us", "share"], rows))
         show(rep.summary())
