@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib
 import io
 from pathlib import Path
 
@@ -139,17 +138,6 @@ def test_same_samples_same_png_bytes() -> None:
 
 
 # --------------------------------------------------------------- end to end
-def _build_pipeline_available() -> bool:
-    try:
-        return hasattr(importlib.import_module("tfpipe.pipeline"), "build_pipeline")
-    except ImportError:
-        return False
-
-
-needs_pipeline = pytest.mark.skipif(not _build_pipeline_available(),
-                                    reason="tfpipe.pipeline.build_pipeline not importable yet")
-
-
 @pytest.fixture(scope="module")
 def dataset(tmp_path_factory: pytest.TempPathFactory) -> Path:
     from tfpipe import sample_data
@@ -170,7 +158,6 @@ def _config(dataset: Path, **extra: object):  # type: ignore[no-untyped-def]
     return load_config("cifar", overrides)
 
 
-@needs_pipeline
 def test_render_preview_end_to_end_is_reproducible(dataset: Path, tmp_path: Path) -> None:
     from tfpipe.pipeline.preview import render_preview
 
@@ -183,7 +170,6 @@ def test_render_preview_end_to_end_is_reproducible(dataset: Path, tmp_path: Path
     assert grid.height % 2 == 0
 
 
-@needs_pipeline
 def test_preview_cli(dataset: Path, tmp_path: Path) -> None:
     from click.testing import CliRunner
 
@@ -200,7 +186,6 @@ def test_preview_cli(dataset: Path, tmp_path: Path) -> None:
     assert bad.exit_code == 2 and "did you mean 'batch_size'" in bad.output
 
 
-@needs_pipeline
 def test_preview_of_an_empty_pipeline_is_a_clear_error(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     # E.g. fewer records than one batch with drop_remainder: an error, not a traceback.
     import tfpipe.pipeline
@@ -217,7 +202,6 @@ def test_preview_of_an_empty_pipeline_is_a_clear_error(monkeypatch: pytest.Monke
 
 
 
-@needs_pipeline
 def test_detection_pipeline_boxes_land_on_their_pixels(tmp_path_factory: pytest.TempPathFactory) -> None:
     from tfpipe.config import load_config
     from tfpipe.convert import convert
@@ -248,7 +232,6 @@ def test_detection_pipeline_boxes_land_on_their_pixels(tmp_path_factory: pytest.
     assert checked >= 1
 
 
-@needs_pipeline
 @pytest.mark.parametrize("preset", ["imagenet", "medical-ultrasound", "remote-sensing"])
 def test_preset_runs_end_to_end(preset: str, dataset: Path) -> None:
     """Every preset's ops exist in the pipeline (cifar and detection: tests above)."""

@@ -143,18 +143,87 @@ def test_base_may_be_a_relative_path_and_cycles_are_errors(tmp_path: Path) -> No
     ({"data.image_size": "[64, 48]"}, lambda c: c.data.image_size == (64, 48)),
     ({"pipeline.cache": "/tmp/cache dir"}, lambda c: c.pipeline.cache == "/tmp/cache dir"),
     ({"augment.pixel.hue.max_delta": "0.1"}, lambda c: list(c.augment.pixel)[-1] == "hue"),
-    ({"augment.batch.mixup.enabled": "true"}, lambda c: c.data.label_format == "one_hot"),
+    ({"augment.batch.mixup.enabled": "true"}, lambda c: c.data.label_format == "index"
+     and c.one_hot_labels),
     ({"augment.batch.cutmix": "true"}, lambda c: c.augment.batch["cutmix"].params == {"alpha": 1.0}),
 ])
 def test_dotted_overrides(overrides: dict, check) -> None:  # type: ignore[no-untyped-def]
     assert check(load_config("imagenet", overrides))
 
 
-def test_mixup_forces_one_hot_even_if_index_was_asked() -> None:
+# ------------------------------------------- validation never rewrites input
+def test_mixup_derives_one_hot_without_rewriting_label_format() -> None:
     cfg = load_config("imagenet", {"data.label_format": "index", "augment.batch.cutmix.enabled": True})
-    assert cfg.data.label_format == "one_hot"
-    # Disabled mixing leaves the label format alone.
-    assert load_config("imagenet").data.label_format == "index"
+    assert cfg.data.label_format == "index" and cfg.to_dict()["data"]["label_format"] == "index"
+    assert cfg.one_hot_labels  # derived: cutmix mixes the labels
+    assert not load_config("imagenet").one_hot_labels
+    assert load_config("imagenet", {"data.label_format": "one_hot"}).one_hot_labels
+    # detection labels are boxes: mixup there does not make class labels one-hot
+    assert not load_config("detection", {"augment.batch.mixup.enabled": True}).one_hot_labels
+
+
+def test_mixup_turned_off_again_keeps_what_the_user_wrote(tmp_path: Path) -> None:
+    """Bug 10: label_format was forced to one_hot and kept after mixup was disabled."""
+    on = load_config("imagenet", {"augment.batch.mixup.enabled": True})
+    assert on.data.label_format == "index"
+    # a validated Config passed back in (to_dict round trip) with mixup off again
+    off = load_config(on, {"augment.batch.mixup.enabled": False})
+    assert off.data.label_format == "index" and not off.one_hot_labels
+    assert off == load_config("imagenet")
+    # the resolved YAML of the mixup config, reloaded with mixup off
+    path = _write(tmp_path, on.to_yaml())
+    again = load_config(path, {"augment.batch.mixup.enabled": "false"})
+    assert again.data.label_format == "index" and again == load_config("imagenet")
+    # explicit one_hot stays one_hot either way
+    kept = load_config(load_config("imagenet", {"data.label_format": "one_hot",
+                                                 "augment.batch.mixup.enabled": True}),
+                       {"augment.batch.mixup.enabled": False})
+    assert kept.data.label_format == "one_hot"
+
+
+def test_validation_does_not_mutate_the_input_mapping() -> None:
+    import copy
+
+    from tfpipe.config import validate
+
+    raw = {"data": {"label_format": "index", "image_size": 64},
+           "pipeline": {"cache": "Memory", "num_parallel_calls": -1},
+           "augment": {"geometry": {"flip": None, "affine": {"scale": [0.9, 1.1]}},
+                       "pixel": {"brightness": True},
+                       "batch": {"mixup": {"alpha": 0.4}, "cutmix": False}}}
+    before = copy.deepcopy(raw)
+    cfg = load_config(raw)
+    assert raw == before
+    assert cfg.data.label_format == "index" and cfg.one_hot_labels
+    validate(raw)
+    assert raw == before
+    over = {"augment.batch.mixup.enabled": "false"}
+    load_config(raw, over)
+    assert raw == before and over == {"augment.batch.mixup.enabled": "false"}
+    cfg2 = load_config(cfg, {"seed": 3})  # a Config passed in is not changed either
+    assert cfg2.seed == 3 and cfg.seed == 0 and cfg == load_config(before)
+
+
+def test_yaml_object_is_not_mutated(tmp_path: Path) -> None:
+    """The parsed YAML object handed to load_config stays what was read."""
+    text = ("base: imagenet\ndata: {label_format: index}\n"
+            "augment: {batch: {mixup: {enabled: true}}}\n")
+    raw = yaml.safe_load(text)
+    before = yaml.safe_load(text)
+    cfg = load_config(raw)
+    assert raw == before and cfg.data.label_format == "index"
+
+
+def test_cli_config_show_prints_what_the_user_wrote(tmp_path: Path) -> None:
+    shown = yaml.safe_load(_cli(["config", "show", "imagenet", "--set",
+                                 "augment.batch.mixup.enabled=true"]).output)
+    assert shown["data"]["label_format"] == "index"
+    assert shown["augment"]["batch"]["mixup"]["enabled"] is True
+    # show's output, fed back with mixup off, is the preset again
+    path = _write(tmp_path, yaml.safe_dump(shown))
+    result = _cli(["config", "show", str(path), "--set", "augment.batch.mixup.enabled=false"])
+    assert result.exit_code == 0, result.output
+    assert yaml.safe_load(result.output) == load_config("imagenet").to_dict()
 
 
 def test_mapping_input_and_yaml_text_shorthand(tmp_path: Path) -> None:

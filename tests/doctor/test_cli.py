@@ -128,7 +128,6 @@ def test_unknown_rule_id_is_a_usage_error(pipe_file):
 
 
 def test_config_target_with_set(converted):
-    pytest.importorskip("tfpipe.pipeline", reason="tfpipe.pipeline not written yet")
     result = run("cifar", "--set", f"data.path={converted['classification']}", "--json")
     assert result.exit_code == 0, result.output
     findings = json.loads(result.output)

@@ -6,12 +6,7 @@ from __future__ import annotations
 import pytest
 
 from tfpipe import doctor
-
-pipeline = pytest.importorskip("tfpipe.pipeline", reason="tfpipe.pipeline not written yet")
-if not hasattr(pipeline, "build_pipeline"):
-    pytest.skip("tfpipe.pipeline.build_pipeline not importable yet", allow_module_level=True)
-
-from tfpipe.config import load_config, preset_names  # noqa: E402
+from tfpipe.config import load_config, preset_names
 
 
 @pytest.mark.parametrize("preset", preset_names())

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 import tensorflow as tf
 
 from tfpipe import doctor
@@ -112,3 +113,85 @@ def test_ignore_errors_only_where_reader_errors_reach_it(record_files):
     ds = files.interleave(read_logged, cycle_length=3, num_parallel_calls=AUTOTUNE)
     ds = ds.map(parse_one, num_parallel_calls=AUTOTUNE).ignore_errors().prefetch(2)
     assert rules(ds) == {("ignore-errors", "info")}
+
+
+# ---- bug 9: one finding per stateful random call, at the call's own line -----------------
+THREE_OPS = '''\
+import numpy as np
+import tensorflow as tf
+
+
+def augment(image):
+    image = tf.image.random_flip_left_right(image)
+    image = tf.image.random_brightness(image, 0.2)
+    image = tf.image.random_contrast(image, 0.8, 1.2)
+    return image
+
+
+def pipeline():
+    ds = tf.data.Dataset.from_tensor_slices(np.zeros((8, 8, 8, 3), np.float32))
+    return ds.map(augment, num_parallel_calls=tf.data.AUTOTUNE).batch(4).prefetch(2)
+'''
+THREE_CALLS = {6: "random_flip_left_right", 7: "random_brightness", 8: "random_contrast"}
+
+
+@pytest.fixture(scope="module")
+def three_ops_file(tmp_path_factory):
+    path = tmp_path_factory.mktemp("bug9") / "three_ops.py"
+    path.write_text(THREE_OPS)
+    return path
+
+
+@pytest.fixture(scope="module")
+def three_ops_module(three_ops_file):
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("three_ops_mod", three_ops_file)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_cli_reports_each_unseeded_op_at_its_own_line(three_ops_file):
+    import json
+
+    from click.testing import CliRunner
+
+    from tfpipe.cli.main import cli
+
+    result = CliRunner().invoke(cli, ["doctor", f"{three_ops_file}:pipeline", "--json"])
+    assert result.exit_code == 1, result.output
+    found = [f for f in json.loads(result.output) if f["rule"] == "stateful-random"]
+    assert sorted(f["location"] for f in found) == [f"{three_ops_file}:{line}"
+                                                   for line in sorted(THREE_CALLS)]
+    for f in found:
+        line = int(f["location"].rsplit(":", 1)[1])
+        assert f"tf.image.{THREE_CALLS[line]}" in f["message"]
+        assert f"stateless_{THREE_CALLS[line]}" in f["fix"]
+        assert f["function"] == "augment"
+
+
+def test_each_unseeded_op_without_sources_falls_back_to_scopes(three_ops_file,
+                                                                three_ops_module, monkeypatch):
+    """A graph read without tracebacks still gives one finding per call (name scopes),
+    located at the def of the function."""
+    from tfpipe.doctor import _check, _sources
+
+    mod = three_ops_module
+    monkeypatch.setattr(_sources, "op_call_sites", lambda ds, types: {})
+    locations = doctor.locate_functions(three_ops_file)
+    found = [f for f in _check.check(mod.pipeline(), locations=locations, cpus=4, host_cpus=4)
+             if f.rule == "stateful-random"]
+    assert len(found) == 3
+    assert {f.location for f in found} == {f"{three_ops_file}:5"}  # the def line
+    assert sorted(f.message.split("(graph node ")[1].split(")")[0] for f in found) == [
+        "random_flip_left_right/random_uniform/RandomUniform", "random_uniform/RandomUniform",
+        "random_uniform_1/RandomUniform"]
+
+
+def test_python_api_locates_calls_without_locations(three_ops_file, three_ops_module):
+    """`doctor.check(ds)` with no `locations`: the call sites come from the ops' tracebacks."""
+    mod = three_ops_module
+    found = [f for f in doctor.check(mod.pipeline(), cpus=4, host_cpus=4)
+             if f.rule == "stateful-random"]
+    assert [f.location for f in found] == [f"{three_ops_file}:{n}" for n in sorted(THREE_CALLS)]

@@ -427,12 +427,45 @@ def random_affine(image: tf.Tensor, seed: tf.Tensor, *, rotation: Pair = 0.0,
     return affine(image, m, None, interpolation, fill_mode, fill_value), m
 
 
-def random_flip(image: tf.Tensor, seed: tf.Tensor, horizontal: bool = True,
-                vertical: bool = False, p: float = 0.5) -> tuple[tf.Tensor, tf.Tensor]:
-    """Flip each enabled axis independently with probability p (exact: `tf.reverse`)."""
+def sample_flip(seed: tf.Tensor, horizontal: bool = True, vertical: bool = False,
+                p: float = 0.5) -> tuple[tf.Tensor, tf.Tensor]:
+    """`random_flip`'s draws: (flip x, flip y) bool scalars, each axis with probability p.
+
+    The samplers below draw through these `sample_*` functions, and so does any
+    caller that needs only the parameters (detection composes matrices and
+    resamples once), so both get the same draws from the same seed.
+    """
     seeds = _split_seed(seed, 2)
     fx = _bernoulli(seeds[0], p) if horizontal else tf.constant(False)
     fy = _bernoulli(seeds[1], p) if vertical else tf.constant(False)
+    return fx, fy
+
+
+def sample_rot90(seed: tf.Tensor, p: float = 1.0) -> tf.Tensor:
+    """`random_rot90`'s draw: k int32, uniform in {1, 2, 3} with probability p, else 0."""
+    seeds = _split_seed(seed, 2)
+    k = tf.random.stateless_uniform((), seeds[0], minval=1, maxval=4, dtype=tf.int32,
+                                    alg=ALG)
+    return tf.where(_bernoulli(seeds[1], p), k, 0)
+
+
+def sample_pad_shift(seed: tf.Tensor, padding: int) -> tuple[tf.Tensor, tf.Tensor]:
+    """`pad_and_crop`'s draws: the integer shift (dx, dy), each uniform in [-padding, padding]."""
+    if int(padding) < 0:
+        raise ValueError(f"padding must be >= 0, got {padding}")
+    p = int(padding)
+    seeds = _split_seed(seed, 2)
+    dy = tf.random.stateless_uniform((), seeds[0], minval=-p, maxval=p + 1, dtype=tf.int32,
+                                     alg=ALG)
+    dx = tf.random.stateless_uniform((), seeds[1], minval=-p, maxval=p + 1, dtype=tf.int32,
+                                     alg=ALG)
+    return dx, dy
+
+
+def random_flip(image: tf.Tensor, seed: tf.Tensor, horizontal: bool = True,
+                vertical: bool = False, p: float = 0.5) -> tuple[tf.Tensor, tf.Tensor]:
+    """Flip each enabled axis independently with probability p (exact: `tf.reverse`)."""
+    fx, fy = sample_flip(seed, horizontal, vertical, p)
     out = tf.convert_to_tensor(image)
     out = tf.cond(fx, lambda: tf.reverse(out, [-2]), lambda: out)
     out = tf.cond(fy, lambda: tf.reverse(out, [-3]), lambda: out)
@@ -445,10 +478,7 @@ def random_rot90(image: tf.Tensor, seed: tf.Tensor, p: float = 1.0
 
     Non-square images get a dynamic output shape (odd k swaps height and width).
     """
-    seeds = _split_seed(seed, 2)
-    k = tf.random.stateless_uniform((), seeds[0], minval=1, maxval=4, dtype=tf.int32,
-                                    alg=ALG)
-    k = tf.where(_bernoulli(seeds[1], p), k, 0)
+    k = sample_rot90(seed, p)
     image = tf.convert_to_tensor(image)
     out = tf.image.rot90(image, k)
     if image.shape[-3] is not None and image.shape[-3] == image.shape[-2]:
@@ -634,11 +664,7 @@ def pad_and_crop(image: tf.Tensor, seed: tf.Tensor, padding: int, fill_mode: str
     if int(padding) < 0:
         raise ValueError(f"padding must be >= 0, got {padding}")
     p = int(padding)
-    seeds = _split_seed(seed, 2)
-    dy = tf.random.stateless_uniform((), seeds[0], minval=-p, maxval=p + 1, dtype=tf.int32,
-                                     alg=ALG)
-    dx = tf.random.stateless_uniform((), seeds[1], minval=-p, maxval=p + 1, dtype=tf.int32,
-                                     alg=ALG)
+    dx, dy = sample_pad_shift(seed, p)
     m = translate_matrix(dx, dy)
     image = tf.convert_to_tensor(image)
     if fill_mode in ("constant", "reflect"):

@@ -182,10 +182,10 @@ class Config(_Model):
     def _cross_field(self) -> "Config":
         problems: list[str] = []
         task, channels = self.data.task, self.data.channels
-        mixing = [op.name for op in self.augment.active("batch") if op.name in ("mixup", "cutmix")]
-        if mixing and task == "classification":
-            # Mixed labels are soft: an index cannot carry them (documented in config.md).
-            self.data.label_format = "one_hot"
+        # Validation checks and never rewrites: a validator that set a value (once
+        # label_format = one_hot under mixup) carried it into to_dict() and kept it
+        # after mixup was turned off again. Derived values are properties
+        # (`one_hot_labels`) and the pipeline's `Settings.one_hot`.
         for op in self.augment.active("batch"):
             if op.name == "mosaic" and task != "detection":
                 problems.append(f"augment.batch.mosaic: needs data.task 'detection', got {fmt(task)}")
@@ -201,6 +201,15 @@ class Config(_Model):
         if problems:
             raise ValueError("\n".join(problems))
         return self
+
+    @property
+    def one_hot_labels(self) -> bool:
+        """Derived, never stored: classification labels leave as float one-hot when
+        `data.label_format` is one_hot or an active mixup/cutmix mixes them (soft
+        labels an index cannot carry); `label_format` keeps what the user wrote."""
+        mixing = any(op.name in ("mixup", "cutmix") for op in self.augment.active("batch"))
+        return self.data.label_format == "one_hot" or (
+            mixing and self.data.task == "classification")
 
     # ------------------------------------------------------------ serialization
     def to_dict(self) -> dict[str, Any]:

@@ -40,6 +40,8 @@ def check(dataset: tf.data.Dataset, *, batch_size_hint: int | None = None,
     host_cpus: CPUs TensorFlow sizes its thread pools from; default the affinity mask.
     ignore: rule ids to silence.
     locations: function name -> "file:line", to point findings at the source.
+        A stateful random op built in this process is located at its own call
+        (`file:line` from the op's traceback) whether or not this is given.
     """
     from tfpipe import system
 
@@ -52,7 +54,11 @@ def check(dataset: tf.data.Dataset, *, batch_size_hint: int | None = None,
     if ram_budget_bytes is None:
         ram_budget_bytes = options.autotune.ram_budget or system.available_memory_bytes() // 2
     graph, unreadable = _readable_graph(dataset)
+    from tfpipe.doctor import _ops
+    from tfpipe.doctor._sources import op_call_sites
+
     ctx = Context(
+        sites=op_call_sites(dataset, _ops.STATEFUL_RANDOM_OPS),
         graph=graph,
         unreadable=unreadable,
         options=options,

@@ -43,6 +43,8 @@ class Context:
     host_cpus: int                    # CPUs TensorFlow sizes its own pools from
     locations: Mapping[str, str] = field(default_factory=dict)
     unreadable: list[str] = field(default_factory=list)  # outermost transformations not serializable
+    # (library function, node) -> the user's line that created the op (`_sources.py`)
+    sites: Mapping[tuple[str, str], Any] = field(default_factory=dict)
     _ops_cache: dict[str, list] = field(default_factory=dict)
 
     def function_ops(self, library_name: str) -> list:
@@ -52,11 +54,12 @@ class Context:
 
     def finding(self, rule: str, node: DatasetNode | None, message: str, fix: str, *,
                 function: str | None = None, call_path: tuple[str, ...] = (),
-                severity: Severity | None = None) -> Finding:
+                severity: Severity | None = None, location: str | None = None) -> Finding:
+        """`location`: the op's own call site when known; else the def line of the
+        innermost function of `call_path` (or of `function`) from `locations`."""
         spec = RULES[rule]
-        location = None
         for name in (call_path[-1] if call_path else None, function):
-            if name and name in self.locations:
+            if location is None and name and name in self.locations:
                 location = self.locations[name]
                 break
         return Finding(

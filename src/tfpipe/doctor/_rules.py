@@ -7,6 +7,7 @@ Rule ids are stable: users silence them by id (`check(..., ignore=[...])`,
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 from tfpipe.doctor import _ops as O
 from tfpipe.doctor._core import Context, Finding, rule
@@ -143,34 +144,60 @@ def python_source(ctx: Context) -> Iterator[Finding]:
                 "with tfpipe.build_pipeline or interleave(TFRecordDataset).")
 
 
-def _random_hint(ops: list[FunctionOp]) -> tuple[str, str]:
-    for o in ops:
-        for scope in o.node.split("/"):
-            if scope in _TF_IMAGE_EQUIV:
-                return scope, "use {} with a per-element seed, or {} (stateless, graph-only)".format(
-                    *_TF_IMAGE_EQUIV[scope])
+def _random_hint(ops: list[FunctionOp], api: str | None = None) -> tuple[str, str]:
+    """(tf.image function behind `ops`, its stateless replacement) from the called API
+    (call site) or, for a graph read without sources, from the ops' name scopes."""
+    names = [api.rsplit(".", 1)[-1]] if api else []
+    names += [scope for o in ops for scope in o.node.split("/")]
+    for name in names:
+        if name in _TF_IMAGE_EQUIV:
+            return name, "use {} with a per-element seed, or {} (stateless, graph-only)".format(
+                *_TF_IMAGE_EQUIV[name])
     return "", ""
+
+
+def _calls(ctx: Context, ops: list[FunctionOp]) -> list[tuple[Any, list[FunctionOp]]]:
+    """`ops` grouped by the call that created them, in graph order: by the user's source
+    line when the op's traceback is known (`ctx.sites`), else by the op's outermost
+    name scope in its function (tf.image.random_flip_left_right -> its scope; two
+    tf.random.uniform calls -> random_uniform, random_uniform_1)."""
+    groups: dict[tuple[str, ...], tuple[Any, list[FunctionOp]]] = {}
+    for o in ops:
+        site = ctx.sites.get((o.function, o.node))
+        key = ("site", site.location) if site is not None else (
+            "scope", o.function, o.node.split("/")[0])
+        groups.setdefault(key, (site, []))[1].append(o)
+    return list(groups.values())
 
 
 @rule("stateful-random", "error", "Stateful random op inside a tf.data function")
 def stateful_random(ctx: Context) -> Iterator[Finding]:
+    """One finding per call (each `tf.image.random_*` / `tf.random.*` the function makes),
+    located at that call's line."""
     for node, fname, user in _user_functions(ctx):
         found = [o for o in _ops(ctx, fname) if o.op in O.STATEFUL_RANDOM_OPS]
         for path, ops in _by_path(found).items():
-            kinds = ", ".join(sorted({o.op for o in ops}))
-            scope, hint = _random_hint(ops)
-            origin = f" (from tf.image.{scope})" if scope else ""
-            yield ctx.finding(
-                "stateful-random", node,
-                f"stateful random op {kinds}{origin} {_where(user, path)}: it draws from one "
-                "hidden state shared by all elements, so which element gets which random "
-                "number depends on thread timing under a parallel map, on prefetch depth and on "
-                "restarts; augmentation is not reproducible and cannot be resumed mid-epoch.",
-                (hint + "; in general " if hint else "")
-                + "use tf.random.stateless_* / tf.image.stateless_* with a seed derived from the "
-                "element index (tfpipe.seeds.sample_seed(epoch_seed, index)); the tfpipe.augment "
-                "ops all take such a seed.",
-                function=user, call_path=path)
+            for site, call_ops in _calls(ctx, ops):
+                kinds = ", ".join(sorted({o.op for o in call_ops}))
+                scope, hint = _random_hint(call_ops, site.api if site else None)
+                api = f"tf.image.{scope}" if scope else (site.api if site else None)
+                origin = f" (from {api})" if api else ""
+                # without a call site the graph node names the call (and keeps two
+                # calls apart: random_uniform vs random_uniform_1)
+                at = f" at {site.location}" if site else f" (graph node {call_ops[0].node})"
+                yield ctx.finding(
+                    "stateful-random", node,
+                    f"stateful random op {kinds}{origin} {_where(user, path)}{at}: it draws "
+                    "from one hidden state shared by all elements, so which element gets which "
+                    "random number depends on thread timing under a parallel map, on prefetch "
+                    "depth and on restarts; augmentation is not reproducible and cannot be "
+                    "resumed mid-epoch.",
+                    (hint + "; in general " if hint else "")
+                    + "use tf.random.stateless_* / tf.image.stateless_* with a seed derived "
+                    "from the element index (tfpipe.seeds.sample_seed(epoch_seed, index)); the "
+                    "tfpipe.augment ops all take such a seed.",
+                    function=user, call_path=path,
+                    location=site.location if site else None)
 
 
 _VARIABLE_WRITES = frozenset({"AssignVariableOp", "AssignAddVariableOp", "AssignSubVariableOp"})

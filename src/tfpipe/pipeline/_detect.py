@@ -4,7 +4,9 @@ Per sample: generic decode (no fused crop: the window must also move the boxes,
 and the matrix path handles it), then every L2 op contributes only its 3x3
 matrix (sampled from the same seeds the `tfpipe.augment` samplers use), the
 matrices are composed with the final resize to `image_size`, and the image is
-resampled ONCE (`tfpipe.augment.affine`, bilinear). Boxes go through
+resampled ONCE (`tfpipe.augment.affine`) with the ops' own interpolation /
+fill_mode / fill_value (`resample_settings`: ops that set the same kind of key must
+agree, since one resample has one kernel and one border rule; else ConfigError). Boxes go through
 `transform_boxes` with the same matrix, are clipped, filtered (empty after
 clipping) and padded to `data.max_boxes` (`pad_boxes`: box 0, class -1).
 Eval: plain resize of the whole image (no crop, so no box is cut).
@@ -30,22 +32,109 @@ from tfpipe.pipeline._settings import Op
 from tfpipe.pipeline._source import BOX_KEYS, BOX_LABEL_KEY, IMAGE_KEY
 
 _BATCH_OPS = ("mosaic", "mixup")
+_OPS = ("random_resized_crop", "center_crop", "flip", "rot90", "affine", "pad_and_crop")
+# The params each op's matrix honours: anything else would be silently ignored, so it
+# is a ConfigError (e.g. a Settings built by hand with an op param detection lacks).
+_PARAMS: dict[str, frozenset[str]] = {
+    "random_resized_crop": frozenset({"scale", "ratio", "interpolation"}),
+    "center_crop": frozenset({"crop_fraction", "interpolation"}),
+    "flip": frozenset({"horizontal", "vertical"}),
+    "rot90": frozenset(),
+    "affine": frozenset({"rotation", "scale", "per_axis_scale", "shear", "translate",
+                         "interpolation", "fill_mode", "fill_value"}),
+    "pad_and_crop": frozenset({"padding", "fill_mode", "fill_value"}),
+}
+# What `tfpipe.augment.affine` (the one resample) supports.
+INTERPOLATIONS = ("nearest", "bilinear", "bicubic")
+# (the kernel has wrap too; the config does not offer it, so neither does detection)
+FILL_MODES = ("constant", "reflect", "nearest")
+
+
+def _key(op: Op, param: str) -> str:
+    return f"augment.geometry.{op.name}.{param}"
+
+
+def _agree(ops: list[Op], param: str, allowed: tuple[str, ...], default: str) -> str:
+    """The one value the ops carrying `param` agree on (else `default`), checked
+    against `allowed`; ConfigError naming every key when two ops disagree."""
+    carrying = [op for op in ops if param in op.params]
+    for op in carrying:
+        if allowed and op.params[param] not in allowed:
+            raise ConfigError(f"{_key(op, param)}: {op.params[param]!r} is not supported; "
+                              f"allowed: {', '.join(allowed)}")
+    values = {op.params[param] for op in carrying}
+    if len(values) > 1:
+        keys = ", ".join(f"{_key(op, param)} = {op.params[param]!r}" for op in carrying)
+        raise ConfigError(
+            f"{keys}: disagree. Detection composes the geometry into one matrix and "
+            f"resamples the image ONCE, so there is one {param} for the whole chain; set "
+            f"these keys to the same value (one of {', '.join(allowed)})")
+    return str(values.pop()) if values else default
+
+
+def resample_settings(ops: list[Op]) -> tuple[str, str, float]:
+    """(interpolation, fill_mode, fill_value) of detection's single resample.
+
+    Each op's own key is honoured; ops that set the same kind of key must agree
+    (one resample has one kernel and one border rule). interpolation: from affine /
+    random_resized_crop / center_crop, default bilinear. fill: from affine
+    (fill_mode, fill_value) and pad_and_crop (fill_mode, constant fill 0 unless it
+    carries fill_value), default constant 0; fill_value only matters for constant.
+    """
+    for op in ops:
+        if op.name not in _PARAMS:
+            raise ConfigError(f"augment.geometry.{op.name}: not supported for detection "
+                              "(boxes must follow an affine matrix); allowed: "
+                              + ", ".join(_OPS))
+        extra = sorted(set(op.params) - _PARAMS[op.name])
+        if extra:
+            raise ConfigError(f"{_key(op, extra[0])}: not supported for detection; "
+                              f"{op.name} takes: {', '.join(sorted(_PARAMS[op.name])) or 'no params'}")
+    interpolation = _agree(ops, "interpolation", INTERPOLATIONS, "bilinear")
+    fill_mode = _agree([op for op in ops if op.name in ("affine", "pad_and_crop")],
+                       "fill_mode", FILL_MODES, "constant")
+    fill_value = 0.0
+    if fill_mode == "constant":
+        values: list[tuple[str, float]] = []
+        for op in ops:
+            if op.name not in ("affine", "pad_and_crop"):
+                continue
+            # pad_and_crop's config has no fill_value: it pads with 0
+            v = op.params.get("fill_value", 0.0)
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 <= v <= 255:
+                raise ConfigError(f"{_key(op, 'fill_value')}: must be a number in [0, 255] "
+                                  f"(uint8 pixel units), got {v!r}")
+            shown = (f"{_key(op, 'fill_value')} = {float(v):g}" if "fill_value" in op.params
+                     else f"{_key(op, 'fill_mode')} = 'constant' (pads with 0)")
+            values.append((shown, float(v)))
+        if len({v for _, v in values}) > 1:
+            keys = ", ".join(k for k, _ in values)
+            raise ConfigError(
+                f"{keys}: disagree. Detection resamples the image ONCE for the whole "
+                "geometry chain, so a constant fill has one value; set the affine's "
+                "fill_value to 0, or give the ops one fill_mode other than constant "
+                f"(allowed: {', '.join(FILL_MODES)})")
+        fill_value = values[0][1] if values else 0.0
+    return interpolation, fill_mode, float(fill_value)
 
 
 def op_matrix(op: Op, seed: tf.Tensor, size: tuple[tf.Tensor, tf.Tensor],
               out_size: tuple[int, int]) -> tuple[tf.Tensor, tuple[tf.Tensor, tf.Tensor]]:
-    """(matrix, new size) of one L2 op on an image of `size`; draws as the augment samplers."""
+    """(matrix, new size) of one L2 op on an image of `size`.
+
+    The draws are the augment samplers' own (`tfpipe.augment.geometry.sample_*`,
+    `sample_crop_window`, `sample_affine_matrix`): the same seed gives the matrix
+    the public sampler returns (tested). p: flip/rot90 take it as the samplers do;
+    the others apply with `coin(seed, p)` exactly as classification's L2 does.
+    """
     name, prm = op.name, op.params
     h, w = size
     if name == "flip":
-        s = G._split_seed(seed, 2)  # same draws as augment.random_flip
-        fx = G._bernoulli(s[0], op.p) if prm.get("horizontal", True) else tf.constant(False)
-        fy = G._bernoulli(s[1], op.p) if prm.get("vertical", False) else tf.constant(False)
+        fx, fy = G.sample_flip(seed, bool(prm.get("horizontal", True)),
+                               bool(prm.get("vertical", False)), op.p)
         return augment.flip_matrix((h, w), fx, fy), size
     if name == "rot90":
-        s = G._split_seed(seed, 2)  # same draws as augment.random_rot90
-        k = tf.random.stateless_uniform((), s[0], minval=1, maxval=4, dtype=tf.int32)
-        k = tf.where(G._bernoulli(s[1], op.p), k, 0)
+        k = G.sample_rot90(seed, op.p)
         odd = tf.math.floormod(k, 2) == 1
         return augment.rot90_matrix((h, w), k), (tf.where(odd, w, h), tf.where(odd, h, w))
     apply = coin(seed, op.p)
@@ -65,15 +154,11 @@ def op_matrix(op: Op, seed: tf.Tensor, size: tuple[tf.Tensor, tf.Tensor],
         m = augment.sample_affine_matrix(seed, (h, w), **kw)
         return tf.where(apply, m, augment.identity_matrix()), size
     if name == "pad_and_crop":
-        pad = int(prm.get("padding", 4))
-        s = G._split_seed(seed, 2)  # same draws as augment.pad_and_crop
-        dy = tf.random.stateless_uniform((), s[0], minval=-pad, maxval=pad + 1, dtype=tf.int32)
-        dx = tf.random.stateless_uniform((), s[1], minval=-pad, maxval=pad + 1, dtype=tf.int32)
+        dx, dy = G.sample_pad_shift(seed, int(prm.get("padding", 4)))
         m = augment.translate_matrix(dx, dy)
         return tf.where(apply, m, augment.identity_matrix()), size
     raise ConfigError(f"augment.geometry.{name}: not supported for detection (boxes must "
-                      "follow an affine matrix); allowed: random_resized_crop, center_crop, "
-                      "flip, rot90, affine, pad_and_crop")
+                      "follow an affine matrix); allowed: " + ", ".join(_OPS))
 
 
 class Detect(Classify):
@@ -90,10 +175,8 @@ class Detect(Classify):
                                   "mosaic, mixup (detection mixup keeps both box sets)")
         super().__init__(*args)
         self.batch_ops = batch
-        fill = [op.params.get("fill_value", 0.0) for op in s.active("geometry")
-                if op.name == "affine"]
-        self.fill_value = float(fill[0]) if fill else 0.0
-        self.fill_mode = "constant"
+        # train only: eval resizes the whole image and nothing is filled
+        self.interpolation, self.fill_mode, self.fill_value = resample_settings(self.geometry)
 
     def _boxes(self, feats: dict[str, tf.Tensor]) -> tuple[tf.Tensor, tf.Tensor]:
         boxes = tf.stack([tf.reshape(tf.cast(feats[k], tf.float32), [-1]) for k in BOX_KEYS],
@@ -114,7 +197,8 @@ class Detect(Classify):
             mats.append(m)
         mats.append(augment.resize_matrix(cur, size))
         m = augment.compose(*mats)
-        out = augment.affine(image, m, size, "bilinear", self.fill_mode, self.fill_value)
+        out = augment.affine(image, m, size, self.interpolation, self.fill_mode,
+                             self.fill_value)
         return tf.ensure_shape(out, [size[0], size[1], self.s.channels]), m, tf.stack(hw)
 
     def pixel_inputs(self, batch: dict[str, tf.Tensor]) -> dict[str, tf.Tensor]:
