@@ -79,3 +79,25 @@ def test_decode_only_decodes_the_real_sizes(tiny_data: str) -> None:
     assert [tuple(s[:2]) for s in summary] == want and (summary[:, 2] == 3).all()
     cropped = next(iter(B.decode_only(files, batch_size=4, crop=True)))["image"].numpy()
     assert all(c[0] <= h and c[1] <= w for c, (h, w) in zip(cropped, want))
+
+
+def test_decode_only_like_runs_with_tfpipe_threading(tiny_config, tiny_data: str) -> None:
+    """The fair ceiling: every record tfpipe reads, decoded in full, under the
+    pipeline's own tf.data options (private thread pool, determinism)."""
+    from PIL import Image
+    import io
+
+    from tfpipe.pipeline import options, settings
+
+    ds = B.decode_only_like(tiny_config, num_parallel_calls=3)
+    want = options(settings(tiny_config))
+    got = ds.options()
+    assert got.threading.private_threadpool_size == want.threading.private_threadpool_size > 0
+    assert got.deterministic == want.deterministic
+    assert got.autotune.ram_budget == want.autotune.ram_budget
+    files, _ = B.shard_files(tiny_data)
+    sizes = sorted(Image.open(io.BytesIO(d)).size[::-1]
+                   for d, _ in B.read_records(files).as_numpy_iterator())
+    batches = [b["image"].numpy() for b in ds]
+    assert [len(b) for b in batches] == [8, 8, 8, 8]  # 32 records, batch_size 8
+    assert sorted(tuple(r[:2]) for b in batches for r in b) == sizes

@@ -393,13 +393,21 @@ def keras_layers(files: Sequence[str], batch_size: int = 64, size: int = 224, se
 
 
 def decode_only(files: Sequence[str], batch_size: int = 64, size: int = 224, seed: int = 0,
-                num_parallel_calls: Any = None, crop: bool = False) -> Any:
+                num_parallel_calls: Any = None, crop: bool = False, *, records: Any = None,
+                deterministic: bool | None = None, options: Any = None,
+                prefetch: Any = None) -> Any:
     """Full `decode_jpeg` (or `decode_and_crop_jpeg` of an RRC window) and nothing else.
 
     Decoded images differ in size, so each map emits a tiny summary (shape and a
     sum over a strided sample of pixels: a full sum would add a pass over the
     image). The summary depends on the decoded pixels, so the decode cannot be
     pruned away.
+
+    `records` (a dataset of serialized Examples) replaces the plain sequential
+    read of `files`; they are then parsed inside the parallel map, as tfpipe
+    does. `deterministic`, `options` (`tf.data.Options`) and `prefetch` set the
+    map's ordering, the dataset's threading and the prefetch depth:
+    `decode_only_like` passes tfpipe's own.
     """
     import tensorflow as tf
 
@@ -416,6 +424,56 @@ def decode_only(files: Sequence[str], batch_size: int = 64, size: int = 224, see
         summary = tf.reduce_sum(tf.cast(img[::16, ::16], tf.int32))
         return tf.concat([tf.shape(img), [summary]], 0), label
 
-    ds = read_records(files).enumerate().map(mapper, num_parallel_calls=npc)
-    return ds.batch(batch_size, drop_remainder=True).map(
-        lambda s, y: {"image": s, "label": y}).prefetch(tf.data.AUTOTUNE)
+    if records is None:
+        ds = read_records(files).enumerate().map(mapper, num_parallel_calls=npc,
+                                                 deterministic=deterministic)
+    else:
+        spec = {"image/encoded": tf.io.FixedLenFeature([], tf.string),
+                "image/class/label": tf.io.FixedLenFeature([], tf.int64, default_value=-1)}
+
+        def parse_and_decode(index: Any, record: Any) -> tuple[Any, Any]:
+            ex = tf.io.parse_single_example(record, spec)
+            return mapper(index, (ex["image/encoded"], ex["image/class/label"]))
+
+        ds = records.enumerate().map(parse_and_decode, num_parallel_calls=npc,
+                                     deterministic=deterministic)
+    ds = ds.batch(batch_size, drop_remainder=True).map(lambda s, y: {"image": s, "label": y})
+    if options is not None:
+        ds = ds.with_options(options)
+    return ds.prefetch(tf.data.AUTOTUNE if prefetch is None else prefetch)
+
+
+def tfpipe_records(config: Any, split: str = "train") -> Any:
+    """Serialized records exactly as tfpipe's pipeline reads them: the `read` stage of
+    `tfpipe.pipeline.build_stages` (the same shards, worker split and interleave),
+    reduced to the serialized string of each element."""
+    import tensorflow as tf
+
+    from tfpipe.pipeline import build_stages
+
+    read = dict(build_stages(config, split=split))["read"]
+
+    def serialized(*element: Any) -> Any:
+        strings = [t for t in tf.nest.flatten(element) if t.dtype == tf.string]
+        return strings[-1]
+
+    return read.map(serialized)
+
+
+def decode_only_like(config: Any, num_parallel_calls: int, *, crop: bool = False,
+                     split: str = "train") -> Any:
+    """The decode-only ceiling with tfpipe's parallelism and threading: tfpipe's own
+    read stage (`tfpipe_records`), parse + decode in one map with
+    `num_parallel_calls` (pass the pipeline's per-sample map parallelism) and the
+    config's `deterministic`, the pipeline's `tf.data.Options`
+    (`tfpipe.pipeline.options`: private thread pool, autotune RAM budget) and its
+    prefetch depth. Batches of `pipeline.batch_size`; no shuffle, no augmentation."""
+    import tensorflow as tf
+
+    from tfpipe.pipeline import options, settings
+
+    s = settings(config)
+    prefetch = tf.data.AUTOTUNE if s.prefetch < 0 else s.prefetch
+    return decode_only([], s.batch_size, s.image_size[0], s.seed, num_parallel_calls, crop,
+                       records=tfpipe_records(config, split), deterministic=s.deterministic,
+                       options=options(s), prefetch=prefetch)

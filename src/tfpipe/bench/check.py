@@ -45,6 +45,7 @@ class Context:
     builder: Builder
     batches: int = 3
     _first: list[dict[str, np.ndarray]] | None = field(default=None, repr=False)
+    _first_ds: Any = field(default=None, repr=False)
     peak_rss_delta_mb: float = 0.0
 
     def build(self, config: Any = None, split: str = "train", epoch: int = 0,
@@ -58,9 +59,22 @@ class Context:
             from tfpipe.bench._measure import _RssSampler
 
             with _RssSampler() as rss:
-                self._first = take(self.build(), self.batches)
+                self._first = take(self.first_dataset(), self.batches)
             self.peak_rss_delta_mb = (rss.peak_bytes - rss.start_bytes) / 2**20
         return self._first
+
+    def first_dataset(self) -> Any:
+        """The dataset object of the first build (the one `first_batches` iterated)."""
+        if self._first_ds is None:
+            self._first_ds = self.build()
+        return self._first_ds
+
+    def build_indexed(self, config: Any = None, **kw: Any) -> Any:
+        """`build(..., keep_index=True)`; a builder without that option builds plain."""
+        try:
+            return self.build(config, keep_index=True, **kw)
+        except TypeError:
+            return self.build(config, **kw)
 
     def variant(self, overrides: Sequence[str]) -> Any:
         """The config with `key=value` overrides (validated like `--set`)."""
@@ -116,17 +130,233 @@ def diff_batches(a: list[dict[str, np.ndarray]], b: list[dict[str, np.ndarray]])
 
 # ---------------------------------------------------------------------------- checks
 
+# doctor rules whose findings make a pipeline irreproducible
+STATEFUL_RULES = ("stateful-random", "stateful-random-seed")
+# Parallelism other than the configured one: sequential, and an odd count that a
+# config rarely uses, with the order left to thread timing.
+_SERIAL = ("pipeline.num_parallel_calls=1", "pipeline.deterministic=true")
+
+
+def _other_parallelism(s: Any) -> list[str]:
+    npc = 3 if s.num_parallel_calls != 3 else 5
+    return [f"pipeline.num_parallel_calls={npc}", "pipeline.deterministic=false"]
+
+
+def _samples(batches: list[dict[str, np.ndarray]]) -> dict[int, dict[str, bytes]]:
+    """Global sample index -> each key's row, as bytes (batches need an 'index' key)."""
+    out: dict[int, dict[str, bytes]] = {}
+    for b in batches:
+        idx = b["index"]
+        for j, i in enumerate(idx.tolist()):
+            out[int(i)] = {k: _bits(v[j]) for k, v in b.items()
+                           if k != "index" and v.ndim and v.shape[0] == len(idx)}
+    return out
+
+
+def diff_samples(a: list[dict[str, np.ndarray]], b: list[dict[str, np.ndarray]],
+                 ) -> tuple[str | None, int]:
+    """Compare the samples both runs delivered, matched by global index.
+
+    Returns (the first difference or None, how many samples were compared).
+    """
+    sa, sb = _samples(a), _samples(b)
+    common = sorted(set(sa) & set(sb))
+    for i in common:
+        for key in sorted(set(sa[i]) | set(sb[i])):
+            if sa[i].get(key) != sb[i].get(key):
+                return f"sample {i} (global index): key {key!r} differs", len(common)
+    return None, len(common)
+
+
+def _without_index(batches: list[dict[str, np.ndarray]]) -> list[dict[str, np.ndarray]]:
+    return [{k: v for k, v in b.items() if k != "index"} for b in batches]
+
+
 def check_reproducible(ctx: Context) -> CheckResult:
+    """Three ways a run stops being reproducible, each checked on its own:
+
+    1. a stateful random op in any tf.data function (doctor's scan of the graph):
+       with a global seed set two builds draw the same numbers, so comparing
+       builds alone cannot see it, but the draws still depend on thread timing
+       and on how far the iterator got (a resume differs);
+    2. another build, with `num_parallel_calls=1, deterministic=true`: the
+       same batches bit for bit (when not, a second build of the configured
+       pipeline says whether builds differ or parallelism changes the batches);
+    3. other parallelism with the order left to thread timing:
+       `num_parallel_calls=3, deterministic=false` gives
+       the same samples (matched by global index; batch ops such as mixup mix
+       samples within a batch, so both sides are built without them there).
+    """
     name = "reproducible"
+    s = ctx.settings
+    from tfpipe import doctor
+
+    problems: list[str] = []
+    try:
+        found = [f for f in doctor.check(ctx.first_dataset()) if f.rule in STATEFUL_RULES]
+    except (ValueError, TypeError) as exc:  # a graph doctor cannot read: say so, go on
+        found = []
+        problems.append(f"doctor could not read the pipeline graph ({str(exc)[:120]})")
+    if found:
+        ops = "; ".join(f"{f.message.split(':')[0]}" for f in found[:4])
+        problems.append(f"stateful random ops in the pipeline graph (tfpipe doctor, "
+                        f"{found[0].rule}): {ops}. Use the stateless twin "
+                        "(tf.random.stateless_*, tf.image.stateless_*) with a seed from "
+                        "tfpipe.seeds")
     first = ctx.first_batches()
-    second = take(ctx.build(), ctx.batches)
-    problem = diff_batches(first, second)
+    serial = take(ctx.build_indexed(ctx.variant(list(_SERIAL))), ctx.batches)
+    problem = diff_batches(_without_index(first), _without_index(serial))
     if problem:
-        return CheckResult(name, False, f"two builds with seed {ctx.settings.seed} differ: "
-                           f"{problem}. Look for stateful random ops (tfpipe doctor) or "
-                           "unseeded shuffles.")
-    return CheckResult(name, True, f"two builds, seed {ctx.settings.seed}: {len(first)} "
-                       "batches bit-identical")
+        # Which is it: builds that differ, or parallelism? A second build of the
+        # configured pipeline tells them apart (only paid when something differs).
+        again = diff_batches(first, take(ctx.build(), ctx.batches))
+        if again:
+            problems.append(f"two builds with seed {s.seed} differ: {again}")
+        else:
+            problems.append(f"num_parallel_calls=1 (deterministic) gives other batches than "
+                            f"the configured parallelism: {problem}")
+    # by sample, with the order left to thread timing
+    no_batch_ops = [f"augment.batch.{op.name}.enabled=false" for op in s.active("batch")]
+    other = _other_parallelism(s)
+    ref = serial if not no_batch_ops else take(
+        ctx.build_indexed(ctx.variant(list(_SERIAL) + no_batch_ops)), ctx.batches)
+    loose = take(ctx.build_indexed(ctx.variant(other + no_batch_ops)), ctx.batches)
+    compared = 0
+    if ref and loose and "index" in ref[0] and "index" in loose[0]:
+        problem, compared = diff_samples(ref, loose)
+        if problem:
+            problems.append(f"{', '.join(o.split('.', 1)[1] for o in other)} changes "
+                            f"samples: {problem}")
+        elif compared == 0:
+            problems.append("num_parallel_calls=3, deterministic=false delivered none of the "
+                            "samples of the sequential build in its first batches")
+    else:  # no global index: the same multiset of samples is all one can ask
+        problem = None if sorted(_image_hashes(ref)) == sorted(_image_hashes(loose)) else (
+            "the images differ (no sample index to match them by)")
+        if problem:
+            problems.append(f"{', '.join(o.split('.', 1)[1] for o in other)}: {problem}")
+    if problems:
+        return CheckResult(name, False, "; ".join(problems) + ". See docs/check.md "
+                           "(reproducible) and run `tfpipe doctor` on the pipeline.")
+    by = f"{compared} samples matched by global index" if compared else "same images"
+    return CheckResult(name, True, f"seed {s.seed}: no stateful random op (doctor); a build with "
+                       f"num_parallel_calls=1 bit-identical over {len(first)} batches; "
+                       f"{', '.join(o.split('.', 1)[1] for o in other)}: {by}"
+                       + (" (batch ops off for that comparison)" if no_batch_ops else ""))
+
+
+def check_epochs(ctx: Context) -> CheckResult:
+    """Epoch 1 must not repeat epoch 0: neither `build(epoch=1)` nor a second pass
+    over the same dataset object (what `model.fit(ds, epochs=N)` and a second `for`
+    loop do) may start with the same batch."""
+    name = "epochs differ"
+    s = ctx.settings
+    augmenting = bool(s.active("geometry") + s.active("pixel") + s.active("batch")) and (
+        s.enable_rate > 0)
+    if s.shuffle_buffer <= 1 and not augmenting:
+        return CheckResult(name, True, "no shuffle and no augmentation: every epoch is the "
+                           "same by design", skipped=True)
+    first = ctx.first_batches()[:1]
+    problems = []
+    next_epoch = take(ctx.build(epoch=1), 1)
+    if not diff_batches(first, next_epoch):
+        problems.append("build(epoch=1) starts with the same batch as epoch 0, bit for bit: "
+                        "the epoch does not reach the shuffle and augmentation seeds")
+    again = take(ctx.first_dataset(), 1)
+    if not diff_batches(first, again):
+        problems.append("iterating the same dataset a second time repeats epoch 0 bit for "
+                        "bit, so model.fit(ds, epochs=N) trains N times on the same batches; "
+                        "build one dataset per epoch (build_pipeline(config, epoch=e)) or use "
+                        "a tfpipe version where each new iteration is the next epoch")
+    if problems:
+        return CheckResult(name, False, "; ".join(problems))
+    return CheckResult(name, True, "epoch 1 (build(epoch=1)) and a second iteration of the "
+                       "same dataset each start with another batch than epoch 0")
+
+
+def _count(ds: Any) -> int:
+    import tensorflow as tf
+
+    ones = ds.map(lambda *e: tf.constant(1, tf.int64))
+    return int(ones.reduce(tf.constant(0, tf.int64), lambda n, one: n + one).numpy())
+
+
+def _plain_count(path: str, compression: str | None) -> tuple[int, str | None]:
+    """Records a plain `tf.data.TFRecordDataset` reads from `path`, and the error that
+    stopped it (None when it read to the end). Independent of tfpipe's reader."""
+    import tensorflow as tf
+
+    n = 0
+    try:
+        for _ in tf.data.TFRecordDataset(path, compression_type=compression or ""):
+            n += 1
+    except tf.errors.OpError as exc:
+        return n, f"{type(exc).__name__}: {exc.message.splitlines()[0][:120]}"
+    return n, None
+
+
+def check_records(ctx: Context) -> CheckResult:
+    """Every record the manifest lists must come out of the pipeline's reader.
+
+    Per split: count what the pipeline reads in one epoch (the `read` stage of
+    `tfpipe.pipeline.build_stages`, nothing decoded, under on_error=skip so that
+    damage is counted instead of raised) and compare with the manifest's count.
+    When records are missing, each shard is read with a plain
+    `tf.data.TFRecordDataset` and compared with its own manifest count, to name
+    the damaged shards and where the damage starts.
+    """
+    name = "records vs manifest"
+    s = ctx.settings
+    from tfpipe.errors import ManifestError
+    from tfpipe.pipeline import build_stages
+    from tfpipe.records import Manifest, scan_file
+
+    try:
+        manifest = Manifest.load(s.data_path)
+    except ManifestError as exc:
+        return CheckResult(name, True, f"no manifest to compare with ({str(exc)[:120]})",
+                           skipped=True)
+    cfg = ctx.variant(["pipeline.on_error=skip"])
+    problems, seen = [], []
+    base = Path(s.data_path)
+    for split, info in manifest.splits.items():
+        want = info.num_records
+        if not info.shards:
+            continue
+        read = dict(build_stages(cfg, split=split))["read"]
+        got = _count(read)
+        seen.append(f"{split} {got} of {want}")
+        if got == want:
+            continue
+        if got > want:
+            problems.append(f"split {split!r}: the pipeline read {got} records, the manifest "
+                            f"lists {want}: the manifest is stale; rerun `tfpipe convert`")
+            continue
+        shards = []
+        for entry in info.shards:
+            path = str(base / entry.path)
+            n, err = _plain_count(path, manifest.compression)
+            if n >= entry.num_records:
+                continue
+            where = ""
+            try:
+                finding = next(iter(scan_file(path)), None)
+                if finding is not None and finding.offset is not None:
+                    where = f", {finding.kind} at byte {finding.offset:,} (record {finding.index})"
+            except Exception:  # noqa: BLE001 - the count is the finding; the offset a bonus
+                pass
+            shards.append(f"{entry.path}: {entry.num_records - n} of {entry.num_records} "
+                          f"missing (a plain tf.data read stops after {n}{where})")
+        problems.append(
+            f"split {split!r}: the pipeline delivers {got} of the {want} records the manifest "
+            f"lists ({want - got} missing); " + ("; ".join(shards) if shards else
+                                                  "no single shard reads short")
+            + f". Run `tfpipe verify {s.data_path}` to see the damage and "
+            f"`tfpipe verify {s.data_path} --salvage OUT` to recover the readable records")
+    if problems:
+        return CheckResult(name, False, "; ".join(problems))
+    return CheckResult(name, True, "every record the manifest lists is read (" +
+                       ", ".join(seen) + ")")
 
 
 def check_dtypes_shapes(ctx: Context) -> CheckResult:
@@ -438,9 +668,11 @@ def check_enable_rate(ctx: Context) -> CheckResult:
 
 CHECKS: dict[str, Callable[[Context], CheckResult]] = {
     "reproducible": check_reproducible,
+    "epochs": check_epochs,
     "dtypes": check_dtypes_shapes,
     "labels": check_labels,
     "memory": check_memory,
+    "records": check_records,
     "bad_input": check_bad_input,
     "workers": check_workers,
     "enable_rate": check_enable_rate,

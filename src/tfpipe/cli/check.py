@@ -15,16 +15,18 @@ import click
 @click.option("--batches", type=click.IntRange(min=1), default=3, show_default=True,
               help="Batches per build for the reproducibility / dtype / label checks.")
 @click.option("--only", "only", multiple=True, metavar="CHECK",
-              help="Run only these checks (repeatable): reproducible, dtypes, labels, memory, "
-                   "bad_input, workers, enable_rate.")
+              help="Run only these checks (repeatable): reproducible, epochs, dtypes, labels, "
+                   "memory, records, bad_input, workers, enable_rate.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
 def command(config: str, sets: tuple[str, ...], batches: int, only: tuple[str, ...],
             as_json: bool) -> None:
     """Run the checklist on CONFIG's pipeline; exit 1 when any check fails.
 
-    Checks: bit-identical batches from two builds with the same seed, dtypes and
-    shapes, label sums (mixup/cutmix), memory against the RAM budget, bad-input
-    tolerance under on_error=skip, two workers disjoint, enable_rate fraction.
+    Checks: reproducible (no stateful random op; the same batches with other
+    parallelism, the same samples with deterministic=false), epochs that differ,
+    dtypes and shapes, label sums (mixup/cutmix), memory against the RAM budget,
+    every manifest record delivered, bad-input tolerance under on_error=skip, two
+    workers disjoint, enable_rate fraction.
     """
     from rich.console import Console
     from rich.table import Table
