@@ -2,12 +2,12 @@
 
 Per sample: generic decode (no fused crop: the window must also move the boxes,
 and the matrix path handles it), then every L2 op contributes only its 3x3
-matrix (sampled from the same seeds the `tfpipe.augment` samplers use), the
-matrices are composed with the final resize to `image_size`, and the image is
-resampled ONCE (`tfpipe.augment.affine`) with the ops' own interpolation /
-fill_mode / fill_value (`resample_settings`: ops that set the same kind of key must
-agree, since one resample has one kernel and one border rule; else ConfigError). Boxes go through
-`transform_boxes` with the same matrix, are clipped, filtered (empty after
+matrix (drawn by the `tfpipe.augment` samplers' own draw functions from the
+same seeds), the matrices are composed with the final resize to `image_size`,
+and the image is resampled ONCE (`tfpipe.augment.affine`) with the ops' own
+interpolation / fill_mode / fill_value (`resample_settings`: ops that set the
+same kind of key must agree, since one resample has one kernel and one border
+rule; else ConfigError). Boxes go through `transform_boxes` with the same matrix, are clipped, filtered (empty after
 clipping) and padded to `data.max_boxes` (`pad_boxes`: box 0, class -1).
 Eval: plain resize of the whole image (no crop, so no box is cut).
 
