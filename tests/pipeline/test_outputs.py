@@ -13,7 +13,9 @@ from PIL import Image
 from tfpipe import augment, seeds
 from tfpipe.augment import color
 from tfpipe.pipeline import build_pipeline, build_stages
+from tfpipe.pipeline._classify import batch_enabled
 
+from .bad_data import BAD, write_bad_dataset
 from .conftest import CLASSES, NUM, base_config
 from .helpers import by_index
 
@@ -153,17 +155,66 @@ def test_enable_rate_zero_gives_eval_images(dataset, eval_u8):
         np.testing.assert_array_equal(train[g][0], val[g][0])
 
 
-def test_enable_rate_half_is_per_batch(dataset, eval_u8):
-    cfg = base_config(dataset, **{"augment.enable_rate": 0.5, "pipeline.shuffle_buffer": 0,
-                                  "data.output_dtype": "uint8"})
-    train = by_index(build_pipeline(cfg, keep_index=True))
-    val = eval_u8
-    plain = []
-    for b in range(len(train) // 8):
-        same = [np.array_equal(train[g][0], val[g][0]) for g in range(b * 8, b * 8 + 8)]
-        assert all(same) or not any(same), f"batch {b} mixes augmented and plain samples"
-        plain.append(all(same))
-    assert any(plain) and not all(plain)  # 6 batches at rate 0.5 (fixed seed)
+@pytest.fixture(scope="module")
+def bad_data(tmp_path_factory, images) -> str:
+    return write_bad_dataset(tmp_path_factory.mktemp("bad-gate"), images)
+
+
+def _planned_enabled(g: int, rate: float = 0.5, batch: int = 8) -> bool:
+    """The enable coin of the batch sample g was planned in (docs/pipeline.md, Seeds)."""
+    es = seeds.epoch_seed(seeds.global_seed(3), 0)
+    return bool(batch_enabled(es, tf.constant(g // batch, tf.int64), rate))
+
+
+def _delivered(ds) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    return [(b["index"].numpy(), b["image"].numpy(), b["label"].numpy()) for b in ds]
+
+
+@pytest.mark.parametrize("deterministic", [True, False])
+def test_enable_rate_gates_every_stage_per_sample(bad_data, deterministic):
+    """Bad records shift samples into other batches than planned (and
+    deterministic: false reorders them): every sample still follows its own
+    decision in L2 AND L3 -- a plain one is exactly the eval rendering, an
+    augmented one is not."""
+    over = {"augment.enable_rate": 0.5, "pipeline.shuffle_buffer": 0,
+            "data.output_dtype": "uint8", "pipeline.deterministic": deterministic,
+            "pipeline.drop_remainder": False}
+    got = _delivered(build_pipeline(base_config(bad_data, **over), keep_index=True))
+    val = by_index(build_pipeline(base_config(bad_data, **{"data.output_dtype": "uint8"}),
+                                  split="validation", keep_index=True))
+    assert sum(len(i) for i, _, _ in got) == NUM - len(BAD) == len(val)
+    mixed = 0
+    for index, images, _ in got:
+        decisions = [_planned_enabled(int(g)) for g in index]
+        mixed += len(set(decisions)) > 1
+        for g, on, img in zip(index, decisions, images):
+            plain = np.array_equal(img, val[int(g)][0])
+            assert plain != on, f"sample {g}: enabled={on} but plain={plain}"
+    assert mixed, "no batch mixes decisions: the case under test did not occur"
+
+
+def test_mixup_with_disagreeing_rows_keeps_plain_rows_plain(bad_data):
+    """L4 on a batch whose rows disagree: plain rows keep their eval image and
+    their own one-hot label; enabled rows are mixed."""
+    over = {"augment.enable_rate": 0.5, "pipeline.shuffle_buffer": 0,
+            "pipeline.deterministic": False, "pipeline.drop_remainder": False,
+            "augment.batch": {"mixup": {"alpha": 0.4}}}
+    got = _delivered(build_pipeline(base_config(bad_data, **over), keep_index=True))
+    val = by_index(build_pipeline(base_config(bad_data, **over), split="validation",
+                                  keep_index=True))
+    mixed_labels = mixed_batches = 0
+    for index, images, labels in got:
+        decisions = [_planned_enabled(int(g)) for g in index]
+        mixed_batches += len(set(decisions)) > 1
+        for g, on, img, y in zip(index, decisions, images, labels):
+            if on:
+                mixed_labels += y.max() < 1.0
+                assert not np.array_equal(img, val[int(g)][0])
+            else:
+                np.testing.assert_array_equal(img, val[int(g)][0], err_msg=f"sample {g}")
+                np.testing.assert_array_equal(y, val[int(g)][1])
+                assert y.max() == 1.0
+    assert mixed_batches and mixed_labels
 
 
 def test_mixup_cutmix_one_hot_labels(dataset):

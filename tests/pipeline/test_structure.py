@@ -7,8 +7,10 @@ import tensorflow as tf
 
 from tfpipe.pipeline import STAGES, build_pipeline, build_stages
 
-from .conftest import CLASSES, base_config
+from .conftest import CLASSES, NUM, base_config
 from .helpers import dataset_chain, graph_def
+
+MEAN, STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
 
 
 def _index(chain, op_prefix):
@@ -17,8 +19,8 @@ def _index(chain, op_prefix):
 
 def test_stage_order_in_graph(dataset, tmp_path):
     cfg = base_config(dataset, **{"pipeline.cache": str(tmp_path / "cache")})
-    chain = dataset_chain(graph_def(build_pipeline(cfg)))
-    assert chain[-1] == "PrefetchDataset", chain
+    # one epoch's pipeline (build_stages' last prefix): the order of its stages
+    chain = dataset_chain(graph_def(build_stages(cfg)[-1][1]))
     assert chain[0] == "TensorSliceDataset"
     cache = _index(chain, "CacheDataset")
     shuffle = _index(chain, "ShuffleDataset")
@@ -28,9 +30,18 @@ def test_stage_order_in_graph(dataset, tmp_path):
     # records cached (encoded bytes) before the shuffle and before any random op;
     # the parallel decode/augment map comes after the shuffle, batching after that
     assert read < cache < shuffle < decode < batch, chain
-    # eval: decoded images cached (deterministic), no shuffle
+    # build_pipeline: that epoch pipeline runs inside a flat_map over the epoch
+    # counter (one element per iteration); the records cache stays outside it,
+    # prefetch is last
+    g = graph_def(build_pipeline(cfg))
+    top = dataset_chain(g)
+    assert top[-1] == "PrefetchDataset" and "FlatMapDataset" in top, top
+    assert "CacheDatasetV2" in {n.op for n in g.node}
+    inner = {n.op for f in g.library.function for n in f.node_def}
+    assert {"ShuffleDatasetV3", "ParallelMapDatasetV2"} <= inner
+    # eval: decoded images cached (deterministic), no shuffle, no epoch counter
     chain = dataset_chain(graph_def(build_pipeline(cfg, split="validation")))
-    assert not any(op.startswith("ShuffleDataset") for op in chain)
+    assert not any(op.startswith(("ShuffleDataset", "FlatMap")) for op in chain)
     assert _index(chain, "CacheDataset") < _index(chain, "BatchDataset") and \
         chain[-1] == "PrefetchDataset"
 
@@ -50,11 +61,44 @@ def test_cache_dir_reproduces_and_options(dataset, tmp_path):
         np.testing.assert_array_equal(a, b)
 
 
-def test_build_stages_prefixes_all_countable(dataset):
-    stages = build_stages(base_config(dataset))
-    assert [name for name, _ in stages] == list(STAGES)
-    for name, ds in stages:
-        assert next(iter(ds.take(1))) is not None, name
+def test_build_stages_are_the_pipeline_cut_after_each_stage(dataset):
+    """Each prefix computes what the pipeline computes up to that stage: read =
+    every record, decode = the fused crop windows, geometry = per-sample uint8,
+    batch = those samples batched, pixel = batch + L3 (float, not yet
+    normalized), compose = the full epoch (= build_pipeline's batches)."""
+    from tfpipe.augment import color
+
+    cfg = base_config(dataset)
+    stages = build_stages(cfg)
+    assert [name for name, _ in stages] == list(STAGES) == [
+        "read", "parse", "decode", "geometry", "batch", "pixel", "compose"]
+    got = dict(stages)
+    read = list(got["read"])
+    assert len(read) == NUM and {int(s) for s, _, _ in read} == {0, 1, 2}
+    parsed = [p for p in got["parse"].take(4)]
+    labels = [int(p["image/class/label"]) for p in parsed]
+    assert all(0 <= v < CLASSES for v in labels)
+    for crop in got["decode"].take(8):  # the random-resized-crop windows, decoded
+        assert crop.dtype == tf.uint8 and crop.shape[-1] == 3
+    geometry = [e for e in got["geometry"].take(16)]
+    assert geometry[0]["image"].shape == (32, 32, 3) and geometry[0]["image"].dtype == tf.uint8
+    batch = [b for b in got["batch"].take(2)]
+    for k, b in enumerate(batch):
+        np.testing.assert_array_equal(
+            b["image"].numpy(), np.stack([g["image"].numpy() for g in geometry[8 * k:8 * k + 8]]))
+    pixel = [b for b in got["pixel"].take(2)]
+    compose = [b for b in got["compose"]]
+    for b, p, c in zip(batch, pixel, compose):
+        x = p["image"].numpy()
+        assert x.dtype == np.float32 and 0.0 <= x.min() and x.max() <= 1.0
+        assert not np.allclose(x, b["image"].numpy() / 255.0, atol=1e-3)  # L3 ran
+        np.testing.assert_allclose(color.normalize(x, MEAN, STD).numpy(), c["image"].numpy(),
+                                   atol=1e-5)
+    live = [b for b in build_pipeline(cfg)]
+    assert len(live) == len(compose) == NUM // 8
+    for a, b in zip(live, compose):
+        np.testing.assert_array_equal(a["image"].numpy(), b["image"].numpy())
+        np.testing.assert_array_equal(a["label"].numpy(), b["label"].numpy())
 
 
 def test_keras_model_trains_one_epoch(dataset):

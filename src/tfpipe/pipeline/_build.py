@@ -6,6 +6,13 @@
       [-> cache (eval: decoded, deterministic)] -> batch
       -> L3 pixel (batched, per-sample params from per-sample seeds)
       -> L4 mixup/cutmix (batch seed) -> prefetch (last)
+
+Train datasets from `build_pipeline` advance one epoch per iteration: an
+iteration counter (a one-row table captured by the dataset) gives iteration n
+of `build_pipeline(cfg, epoch=e)` the epoch e + n, and everything from the
+shuffle on is built inside a `flat_map` from that TENSOR epoch. The record
+stream (read, worker shard, records cache) stays outside, built once, so a
+`cache` is filled once and reused by every epoch.
 """
 
 from __future__ import annotations
@@ -23,11 +30,19 @@ from tfpipe.pipeline._errors import guarded_map as isolate
 from tfpipe.pipeline._errors import planned
 from tfpipe.pipeline._options import map_parallelism, options
 from tfpipe.pipeline._settings import AUTOTUNE, Settings, settings
-from tfpipe.pipeline._source import open_records, read_records, worker_files
+from tfpipe.pipeline._source import Source, open_records, read_records, worker_files
 
 SHUFFLE_TAG = 0x73687566  # "shuf": the shuffle seed is its own stream of the epoch seed
+# The (seed, seed2) pair of the shuffle op is (SHUFFLE_SEED, word 0 of
+# fold(epoch_seed, SHUFFLE_TAG) mod 2**31 - 1). SHUFFLE_SEED is tf.data's own
+# default graph seed, so the order is the one `Dataset.shuffle(seed=that word)`
+# gives when no global seed is set; we pass both words ourselves so that a user's
+# `tf.random.set_seed` / `keras.utils.set_random_seed` cannot change it.
+SHUFFLE_SEED = 87654321
+_MAXINT32 = 2**31 - 1
 TRAIN_SPLITS = ("train",)
-STAGES = ("read", "parse", "decode", "geometry", "pixel", "batch", "compose")
+# Prefixes in pipeline order (build_stages); the bench's stage report reads these names.
+STAGES = ("read", "parse", "decode", "geometry", "batch", "pixel", "compose")
 
 
 def _worker(worker: Any) -> tuple[int, int]:
@@ -74,40 +89,118 @@ def _cache(ds: tf.data.Dataset, s: Settings, split: str, files: list[str],
     return ds.cache(_cache_path(s, split, files, worker, what))
 
 
+def shuffle_seeds(epoch_seed: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+    """(seed, seed2) of the epoch's shuffle, int64 scalars (tensor epoch seeds too)."""
+    word = seeds.fold(epoch_seed, SHUFFLE_TAG)[0]  # fold_in puts the data in word 1
+    seed2 = tf.math.floormod(tf.bitwise.bitwise_and(word, tf.constant(2**63 - 1, tf.int64)),
+                             tf.constant(_MAXINT32, tf.int64))
+    return tf.constant(SHUFFLE_SEED, tf.int64), seed2
+
+
+def _shuffle(ds: tf.data.Dataset, buffer: int, epoch_seed: tf.Tensor) -> tf.data.Dataset:
+    """`ds.shuffle(buffer, reshuffle_each_iteration=False)` with both seed words ours.
+
+    `Dataset.shuffle(seed=...)` mixes in the global seed (`random_seed.get_seed`);
+    the op itself takes the pair as inputs, so it is called directly
+    (`tf.raw_ops`, then `from_variant`: same op and semantics as `Dataset.shuffle`).
+    """
+    seed, seed2 = shuffle_seeds(epoch_seed)
+    flat = tf.nest.flatten(ds.element_spec)
+    variant = tf.raw_ops.ShuffleDatasetV3(
+        input_dataset=tf.data.experimental.to_variant(ds),
+        buffer_size=tf.constant(buffer, tf.int64), seed=seed, seed2=seed2,
+        seed_generator=tf.raw_ops.DummySeedGenerator(),
+        output_types=[t.dtype for t in flat], output_shapes=[t.shape for t in flat],
+        reshuffle_each_iteration=False)
+    return tf.data.experimental.from_variant(variant, ds.element_spec)
+
+
+class EpochCounter:
+    """How many iterations of a train dataset have started (a one-row int64 table).
+
+    `next_epoch(first)` runs once per iteration, inside the dataset: it returns
+    `first + n` for the n-th iteration and counts it. A table rather than a
+    `tf.Variable`: a variable created under a `tf.distribute` strategy's scope
+    would become a distributed variable.
+    """
+
+    def __init__(self) -> None:
+        with tf.init_scope():
+            self.table = tf.lookup.experimental.MutableHashTable(
+                key_dtype=tf.int64, value_dtype=tf.int64, default_value=0,
+                name="tfpipe_epoch_counter")
+
+    def next_epoch(self, first: tf.Tensor) -> tf.Tensor:
+        key = tf.constant([0], tf.int64)
+        n = self.table.lookup(key)
+        with tf.control_dependencies([self.table.insert(key, n + 1)]):
+            return tf.reshape(first + n, [])  # a scalar: the seed functions read the rank
+
+    @property
+    def iterations(self) -> int:
+        """Iterations started so far (eager)."""
+        return int(self.table.lookup(tf.constant([0], tf.int64))[0])
+
+
+def epochs_from(first: int, per_epoch: Any, counter: EpochCounter | None = None
+                ) -> tf.data.Dataset:
+    """A dataset whose n-th iteration is `per_epoch(first + n)` (epoch a tensor)."""
+    counter = counter or EpochCounter()
+    start = tf.data.Dataset.from_tensors(tf.constant(first, tf.int64))
+    ds = start.map(counter.next_epoch).flat_map(per_epoch)
+    ds._tfpipe_epoch_counter = counter  # noqa: SLF001 - keep the table alive with the dataset
+    return ds
+
+
 def build_stages(config: Any, split: str = "train", epoch: int = 0, worker: Any = None,
                  *, keep_index: bool = False) -> list[tuple[str, tf.data.Dataset]]:
-    """Prefixes of the pipeline, one per stage: read, parse, decode, geometry, pixel,
-    batch, compose (the last is the full pipeline without prefetch/options)."""
-    return _assemble(settings(config), split, epoch, worker, keep_index, all_stages=True)
+    """Prefixes of one epoch's pipeline, in pipeline order: read, parse, decode,
+    geometry (per-sample L1 + L2), batch (uint8 batches), pixel (batch + L3),
+    compose (everything but options and prefetch). Each prefix is what the
+    pipeline itself computes up to that stage (the stage report's deltas)."""
+    s = settings(config)
+    src, files, wk = _source(s, split, worker)
+    read = _records(s, split, src, files, wk)
+    records = _cache(read, s, split, files, wk, "records") if split in TRAIN_SPLITS else read
+    stages = _assemble(s, split, epoch, wk, src, files, records, keep_index, all_stages=True)
+    return [("read", read)] + stages[1:]
 
 
-def _assemble(s: Settings, split: str, epoch: int, worker: Any, keep_index: bool,
-              all_stages: bool) -> list[tuple[str, tf.data.Dataset]]:
+def _source(s: Settings, split: str, worker: Any) -> tuple[Source, list[str], tuple[int, int]]:
     if s.batch_size < 1:
         raise ConfigError(f"pipeline.batch_size: must be >= 1, got {s.batch_size}")
     wi, wc = _worker(worker)
-    train = split in TRAIN_SPLITS
     src = open_records(s.data_path, split, s.task)
-    files, elem_shard = worker_files(src.files, wi, wc)
-    npc = map_parallelism(s)
-    stages: list[tuple[str, tf.data.Dataset]] = []
+    files, _ = worker_files(src.files, wi, wc)
+    return src, files, (wi, wc)
 
+
+def _records(s: Settings, split: str, src: Source, files: list[str],
+             worker: tuple[int, int]) -> tf.data.Dataset:
+    """The record stream of this worker: (shard, record, serialized) [-> records cache]."""
+    wi, wc = worker
+    _, elem_shard = worker_files(src.files, wi, wc)
     ds = read_records(files, src.compression, s.interleave_cycle, skip_framing=s.on_error == "skip")
     if elem_shard:
         ds = ds.shard(wc, wi)
-    stages.append(("read", ds))
+    return ds
 
-    if train:
-        ds = _cache(ds, s, split, files, (wi, wc), "records")
-        if s.shuffle_buffer > 1:
-            es = seeds.epoch_seed(seeds.global_seed(s.seed), epoch)
-            # fold_in puts the data in word 1, the hash in word 0
-            shuffle_seed = int(seeds.fold(es, SHUFFLE_TAG).numpy()[0] & 0x7FFFFFFFFFFFFFFF)
-            ds = ds.shuffle(s.shuffle_buffer, seed=shuffle_seed, reshuffle_each_iteration=False)
+
+def _assemble(s: Settings, split: str, epoch: int | tf.Tensor, worker: tuple[int, int],
+              src: Source, files: list[str], records: tf.data.Dataset, keep_index: bool,
+              all_stages: bool) -> list[tuple[str, tf.data.Dataset]]:
+    """The stages of one epoch from the record stream; `epoch` may be a tensor."""
+    wi, wc = worker
+    train = split in TRAIN_SPLITS
+    npc = map_parallelism(s)
+    stages: list[tuple[str, tf.data.Dataset]] = [("read", records)]
+    ds = records
+    es = seeds.epoch_seed(seeds.global_seed(s.seed), epoch)
+    if train and s.shuffle_buffer > 1:
+        ds = _shuffle(ds, s.shuffle_buffer, es)
     # (local index, (shard, record, serialized)): the index keys the sample's seeds
     ds = ds.enumerate()
 
-    es = seeds.epoch_seed(seeds.global_seed(s.seed), epoch)
     num_classes = s.num_classes or src.num_classes
     if s.task == "detection":
         from tfpipe.pipeline import _detect
@@ -129,38 +222,58 @@ def _assemble(s: Settings, split: str, epoch: int, worker: Any, keep_index: bool
     if not train:
         ds = _cache(ds, s, split, files, (wi, wc), "decoded")
     stages.append(("geometry", ds))
-    stages.append(("pixel", ds))  # L3 runs batched: the per-sample stage ends at geometry
 
     drop = s.drop_remainder if train else False
     ds = after_batch(builder.batch(ds, False), drop, s.batch_size)
     stages.append(("batch", ds))
+    batched = ds.enumerate()
+    if all_stages:
+        pixel = tf.autograph.experimental.do_not_convert(
+            lambda b, batch: builder.pixel_stage(batch))
+        stages.append(("pixel", batched.map(pixel, num_parallel_calls=max(1, npc // 2),
+                                            deterministic=s.deterministic)))
 
     compose = tf.autograph.experimental.do_not_convert(
         lambda b, batch: builder.compose(batch, seeds.global_index(b, wi, wc), num_classes,
                                          keep_index))
-    ds = ds.enumerate().map(compose,
-        num_parallel_calls=max(1, npc // 2), deterministic=s.deterministic)
+    ds = batched.map(compose, num_parallel_calls=max(1, npc // 2), deterministic=s.deterministic)
     stages.append(("compose", ds))
     return stages
+
+
+def _live(s: Settings, split: str, epoch: int, worker: Any, keep_index: bool
+          ) -> tf.data.Dataset:
+    """The pipeline from the raw records: train advances one epoch per iteration."""
+    src, files, wk = _source(s, split, worker)
+    records = _records(s, split, src, files, wk)
+    if split not in TRAIN_SPLITS:  # no randomness: every iteration is the same data
+        return _assemble(s, split, epoch, wk, src, files, records, keep_index, False)[-1][1]
+    # the records cache is outside the per-epoch part: filled once, read by every epoch
+    records = _cache(records, s, split, files, wk, "records")
+    return epochs_from(epoch, lambda e: _assemble(
+        s, split, e, wk, src, files, records, keep_index, False)[-1][1])
 
 
 def build_pipeline(config: Any, split: str = "train", epoch: int = 0, worker: Any = None,
                    as_supervised: bool = False, *, keep_index: bool = False) -> tf.data.Dataset:
     """The `tf.data.Dataset` of batches for `split` (see docs/pipeline.md).
 
+    A train dataset advances one epoch per iteration: its n-th iteration (each
+    `for` loop, each Keras epoch, each pass of `repeat()`) is epoch `epoch + n`,
+    the same bits as a fresh `build_pipeline(config, epoch=epoch + n)`. Eval
+    splits have no randomness and give the same batches every iteration.
+
     worker: `(index, count)` or a `tf.distribute.InputContext`; each worker gets a
     disjoint part of the data, together all of it. Restart at (epoch, step) with
-    `build_pipeline(config, epoch=epoch).skip(step)`. `keep_index` adds each
-    sample's global index as `"index"` (tests, debugging).
+    `build_pipeline(config, epoch=epoch).skip(step)` for the rest of that epoch
+    (docs/seeds.md). `keep_index` adds each sample's global index as `"index"`.
     """
     s = settings(config)
     from tfpipe.pipeline import _materialize
 
-    mat = _materialize.find(s)
-    if mat is not None:
-        ds = _materialize.read(mat, s, epoch, _worker(worker))
-    else:
-        ds = _assemble(s, split, epoch, worker, keep_index, all_stages=False)[-1][1]
+    ds = _materialize.open_materialized(s, split, epoch, _worker(worker))
+    if ds is None:
+        ds = _live(s, split, epoch, worker, keep_index)
     if as_supervised:
         if s.task == "detection":
             ds = ds.map(lambda e: (e["image"], {k: v for k, v in e.items() if k != "image"}))

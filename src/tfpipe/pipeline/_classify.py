@@ -3,10 +3,12 @@
 Seeds (docs/seeds.md): sample seed = `sample_seed(epoch_seed, global_index)`;
 geometry op i draws from `op_seed(sample_seed, i)`, pixel op j from
 `op_seed(sample_seed, PIXEL_BASE + j)`; L4 op k from `op_seed(batch_seed, k)`.
-Whether a batch is augmented at all (`augment.enable_rate`) is one draw from
-`op_seed(batch_seed, ENABLE_OP)`; every sample computes it from its own global
-batch index, `global_index(local // batch_size, worker, workers)`, so per-sample
-L2 and batched L3/L4 agree.
+Whether a sample is augmented at all (`augment.enable_rate`) is one draw per
+planned batch, `op_seed(batch_seed, ENABLE_OP)` of the batch the sample is
+planned in, `global_index(local // batch_size, worker, workers)`. The sample
+carries that decision (`_enabled`) and every stage follows it per sample: L2 in
+`process`, L3/L4 per row in `augment_batch` (`gated`), so a batch formed after a
+skipped record or under `deterministic: false` never mixes the decisions up.
 
 Where the draws are made (the values are the same either way, tested):
 - `plan` runs once per block of samples (`_errors.planned`) and makes the
@@ -351,9 +353,27 @@ class Classify:
             x = fn(x, inputs["_pseeds"][:, j])
         return x, False
 
+    def pixel_stage(self, batch: dict[str, tf.Tensor]) -> dict[str, tf.Tensor]:
+        """Batch + L3 alone (the stage report's "pixel" prefix): what `compose`
+        computes before L4 and normalize, for every row."""
+        out = {k: v for k, v in batch.items() if not k.startswith("_")}
+        if self.pixel:
+            out["image"], _ = self.l3(batch, batch["image"], normalize=False)
+        return out
+
     def augment_batch(self, batch: dict[str, tf.Tensor], images: tf.Tensor, labels: tf.Tensor,
                       global_batch: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
-        """L3 (batched) -> L4 -> normalize; gated per batch by augment.enable_rate."""
+        """L3 (batched) -> L4 -> normalize, gated PER SAMPLE by augment.enable_rate.
+
+        Every sample carries its own decision (`_enabled`, drawn in the plan from
+        the batch it was planned in), the one its L2 followed. A batch whose rows
+        agree runs one branch; one whose rows disagree (after a skipped record, or
+        under `deterministic: false`) runs L3 and selects per row, then L4 on the
+        whole batch -- a plain row takes part as a mixing partner with its plain
+        pixels and label -- and finally every plain row gets exactly its plain
+        rendering back (image and label), so a plain sample is always the eval
+        rendering and only enabled samples are augmented (docs/pipeline.md).
+        """
         s = self.s
         float_out = s.output_dtype == "float32"
 
@@ -364,10 +384,13 @@ class Classify:
         if not (self.pixel or self.batch_ops):
             return plain()
 
-        def augmented() -> tuple[tf.Tensor, tf.Tensor]:
+        def augmented(mask: tf.Tensor | None = None) -> tuple[tf.Tensor, tf.Tensor]:
             x, y, normalized = images, labels, False
             if self.pixel:
                 x, normalized = self.l3(batch, images, normalize=not self.batch_ops)
+                if mask is not None and self.batch_ops:  # L4 sees plain rows unaugmented
+                    x = select_rows(mask, x, tf.cast(images, tf.float32) * (1.0 / 255.0)
+                                    if float_out else images)
             elif float_out:
                 x = tf.cast(images, tf.float32) * (1.0 / 255.0)
             bseed = seeds.batch_seed(self.es, global_batch)
@@ -380,4 +403,24 @@ class Classify:
 
         if s.enable_rate >= 1.0:
             return augmented()
-        return tf.cond(batch["_enabled"][0], augmented, plain)
+        return gated(batch["_enabled"], augmented, plain)
+
+
+def select_rows(mask: tf.Tensor, a: tf.Tensor, b: tf.Tensor) -> tf.Tensor:
+    """Row i of `a` where mask[i], else row i of `b` (mask [B], a/b [B, ...])."""
+    a = tf.convert_to_tensor(a)
+    shape = tf.concat([tf.shape(mask), tf.ones([a.shape.rank - 1], tf.int32)], 0)
+    return tf.where(tf.reshape(mask, shape), a, tf.cast(b, a.dtype))
+
+
+def gated(mask: tf.Tensor, augmented: Callable[..., Any], plain: Callable[[], Any]) -> Any:
+    """Per-sample `enable_rate` gate of a batch: `augmented()` where the batch's
+    rows are all enabled, `plain()` where none is, else `augmented(mask)` with
+    every disabled row replaced by its `plain()` row (each output a [B, ...]
+    tensor). Only the branch a batch needs runs."""
+    def mixed() -> Any:
+        return tf.nest.map_structure(lambda a, b: select_rows(mask, a, b),
+                                     augmented(mask), plain())
+
+    return tf.cond(tf.reduce_all(mask), augmented,
+                   lambda: tf.cond(tf.reduce_any(mask), mixed, plain))
