@@ -4,21 +4,30 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 DEMO_DIR ?= demo-out
 
-.PHONY: venv demo test clean
+.PHONY: venv native demo test clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -e '.[cpu,dev]'
-	$(PY) -m tfpipe.native build || echo "tfpipe: native ops not built; using the pure-TF fallback"
 	touch $@
 
 venv: $(VENV)/.installed
 
+# The native kernels are required for testing: a broken C++ build must fail here,
+# not turn into skipped tests (the library is rebuilt only when a .cc is newer).
+native: venv
+	@$(PY) -m tfpipe.native build || { \
+	  echo "make: the tfpipe native kernels did not build; the compiler error is above."; \
+	  echo "      Fix it (or install a C++17 compiler: apt-get install g++), then rerun"; \
+	  echo "      '$(PY) -m tfpipe.native build --verbose'. Tests need the library."; \
+	  exit 1; }
+
 demo: venv
+	-@$(PY) -m tfpipe.native build >/dev/null 2>&1 || echo "tfpipe: native ops not built; the demo uses the pure-TF fallback"
 	PATH="$(abspath $(VENV))/bin:$$PATH" bash scripts/demo.sh $(DEMO_DIR)
 
-test: venv
+test: native
 	$(PY) -m pytest -n 2 -q tests
 
 clean:

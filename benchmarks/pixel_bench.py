@@ -31,6 +31,15 @@ which XLA:CPU runs as library reductions over a float32 copy of the batch), as
 ms/img of warm calls and as a ratio to the XLA-compiled normalize alone, plus the
 same chains inside `tf.data` (a map over repeated batches) with the pipeline's
 private thread pool and with `max_intra_op_parallelism=1`.
+
+    .venv/bin/python benchmarks/pixel_bench.py --native [--batch 64] [--rounds 3]
+
+the host-independence change side by side, same batches, one run: the old XLA
+chain (the XLA-friendly kernels -- contrast's mean as a dot, saturation from
+channel slices -- and normalize, each in `tf.function(jit_compile=True)`, copied
+here since the library no longer has them) vs the native `TfpipePixelChain` that
+FusedPixel / `normalizer` now run, vs their pure-TF twin (no native library).
+Ratios are to the old XLA normalize alone.
 """
 
 from __future__ import annotations
@@ -176,7 +185,7 @@ def _previous_chain(ops, to_float: bool, normalize: bool):
 
 def _fused_variants(batch: int):
     from tfpipe.pipeline._settings import Op
-    from tfpipe.pipeline.fast import FusedPixel, jit_normalize
+    from tfpipe.pipeline.fast import FusedPixel
 
     ops = [Op("brightness", params={"max_delta": 0.4}), Op("contrast", params={"lower": 0.6, "upper": 1.4}),
            Op("saturation", params={"lower": 0.6, "upper": 1.4})]
@@ -184,7 +193,7 @@ def _fused_variants(batch: int):
     params = tf.constant(np.stack([rng.uniform(-0.4, 0.4, batch), rng.uniform(0.6, 1.4, batch),
                                    rng.uniform(0.6, 1.4, batch)], 1).astype(np.float32))
     apply = tf.ones([batch, 3], tf.bool)
-    norm = jit_normalize(MEAN, STD)
+    norm = tf.function(lambda x: A.normalize(x, MEAN, STD), jit_compile=True)  # XLA reference
     out: list[tuple[str, object]] = [("XLA normalize alone (reference)", lambda x, p, a: norm(x))]
     for n, label in ((2, "b+c+normalize"), (3, "b+c+s+normalize")):
         fused = FusedPixel(ops[:n], MEAN, STD)
@@ -196,6 +205,80 @@ def _fused_variants(batch: int):
     prev = _previous_chain(ops, False, False)
     out.append(("uint8 b+c+s, previous", lambda x, p, a: prev(x, p, a)))
     out.append(("uint8 b+c+s, FusedPixel", lambda x, p, a: fused(x, p, a, to_float=False, normalize=False)))
+    return out, params, apply
+
+
+# --------------------------------------------------------------------------- --native
+def _old_xla_chain(ops, to_float: bool, normalize: bool):
+    """FusedPixel's chain before the host-independence change (p = 1 ops): XLA forms of
+    contrast (channel mean as two einsums with ones) and saturation (max/min of slices)."""
+    C = A.color
+
+    def mean_dot(x):
+        shape = tf.shape(x)
+        s = tf.einsum("...hwc,h->...wc", x, tf.ones(shape[-3:-2], x.dtype))
+        s = tf.einsum("...wc,w->...c", s, tf.ones(shape[-2:-1], x.dtype))
+        return (s / tf.cast(shape[-3] * shape[-2], x.dtype))[..., None, None, :]
+
+    def contrast(image, f):
+        x, _ = C._as_float(image)
+        m = mean_dot(x)
+        return C._restore((x - m) * C._param(f, x) + m, image.dtype)
+
+    def saturation(image, f):
+        x, _ = C._as_float(image)
+        f = C._param(f, x)
+        r, g, b = x[..., 0:1], x[..., 1:2], x[..., 2:3]
+        v = tf.maximum(tf.maximum(r, g), b)
+        chroma = v - tf.minimum(tf.minimum(r, g), b)
+        q = tf.minimum(f, tf.math.divide_no_nan(v, chroma))
+        q = tf.where(chroma > 0, q, tf.zeros_like(q))
+        return C._restore(v - q * (v - x), image.dtype)
+
+    kernels = {"brightness": C.adjust_brightness, "contrast": contrast, "saturation": saturation}
+
+    def chain(x, p, a):
+        y = tf.cast(x, tf.float32)
+        y = y * (1.0 / 255.0) if to_float else C._Levels(y)
+        for j, op in enumerate(ops):
+            y = kernels[op.name](y, p[:, j])
+        if not to_float:
+            y = tf.cast(y.x, tf.uint8)
+        return C.normalize(y, MEAN, STD) if normalize else y
+    return tf.function(chain, jit_compile=True, reduce_retracing=True)
+
+
+def _native_variants(batch: int):
+    from tfpipe.native import pixel
+    from tfpipe.pipeline._settings import Op
+    from tfpipe.pipeline.fast import FusedPixel, normalizer
+
+    if not pixel.available():
+        raise SystemExit("--native needs the built library: python -m tfpipe.native build")
+    ops = [Op("brightness", params={"max_delta": 0.4}), Op("contrast", params={"lower": 0.6, "upper": 1.4}),
+           Op("saturation", params={"lower": 0.6, "upper": 1.4})]
+    rng = np.random.default_rng(0)
+    params = tf.constant(np.stack([rng.uniform(-0.4, 0.4, batch), rng.uniform(0.6, 1.4, batch),
+                                   rng.uniform(0.6, 1.4, batch)], 1).astype(np.float32))
+    apply = tf.ones([batch, 3], tf.bool)
+    old_norm = tf.function(lambda x: A.normalize(x, MEAN, STD), jit_compile=True)
+    new_norm = normalizer(MEAN, STD)
+    out: list[tuple[str, object]] = [
+        ("normalize, old XLA (reference)", lambda x, p, a: old_norm(x)),
+        ("normalize, native", lambda x, p, a: new_norm(x)),
+        ("normalize, plain TF (fallback)", lambda x, p, a: A.normalize(x, MEAN, STD))]
+    for n, label in ((2, "b+c+normalize"), (3, "b+c+s+normalize")):
+        fused = FusedPixel(ops[:n], MEAN, STD)
+        old = _old_xla_chain(ops[:n], True, True)
+        out.append((f"{label}, old XLA", lambda x, p, a, f=old, n=n: f(x, p[:, :n], a[:, :n])))
+        out.append((f"{label}, native", lambda x, p, a, f=fused, n=n: f(
+            x, p[:, :n], a[:, :n], to_float=True, normalize=True)))
+        out.append((f"{label}, plain-TF twin", lambda x, p, a, f=fused, n=n: f._chain(
+            x, p[:, :n], a[:, :n], True, True)))
+    fused = FusedPixel(ops, MEAN, STD)
+    old = _old_xla_chain(ops, False, False)
+    out.append(("uint8 b+c+s, old XLA", lambda x, p, a: old(x, p, a)))
+    out.append(("uint8 b+c+s, native", lambda x, p, a: fused(x, p, a, to_float=False, normalize=False)))
     return out, params, apply
 
 
@@ -219,9 +302,9 @@ def _in_tfdata(fn, args, batch: int, seconds: float, intra_op: int | None) -> fl
     return rate(ds.with_options(opts), batch, seconds)
 
 
-def fused_main(args) -> None:
+def fused_main(args, native: bool = False) -> None:
     images = _photos(args.size, args.batch)
-    variants, params, apply = _fused_variants(args.batch)
+    variants, params, apply = (_native_variants if native else _fused_variants)(args.batch)
     call_args = (tf.constant(images), params, apply)
     times: dict[str, list[float]] = {name: [] for name, _ in variants}
     for _ in range(args.rounds):  # interleaved: load drifts hit every variant
@@ -234,7 +317,8 @@ def fused_main(args) -> None:
         t = times[name]
         print(f"{name:34s} {min(t) / args.batch * 1e3:7.4f} / {np.median(t) / args.batch * 1e3:7.4f}"
               f"   x{min(t) / ref_min:5.2f} / x{np.median(t) / ref_med:5.2f}")
-    picked = variants[:5]
+    picked = [v for v in variants if "twin" not in v[0] and "fallback" not in v[0]][:7] \
+        if native else variants[:5]
     rates: dict[str, list[float]] = {}
     for _ in range(2):
         for name, fn in picked:
@@ -255,9 +339,11 @@ def main() -> None:
     ap.add_argument("--seconds", type=float, default=3.0)
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--fused", action="store_true", help="the fused L3 chain: previous vs FusedPixel")
+    ap.add_argument("--native", action="store_true",
+                    help="old XLA chain vs the native chain vs its pure-TF twin")
     args = ap.parse_args()
-    if args.fused:
-        fused_main(args)
+    if args.fused or args.native:
+        fused_main(args, native=args.native)
         return
     images = _photos(args.size)
     variants = [("tf.image per sample (float32)", per_sample_tfimage),

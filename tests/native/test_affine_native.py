@@ -21,9 +21,9 @@ from tfpipe import native
 from tfpipe.augment import geometry as G
 from tfpipe.native import affine as native_affine
 
-needs_native = pytest.mark.skipif(
-    not native_affine.available(),
-    reason=f"native affine op unavailable: {native.status()['detail']}")
+from .conftest import needs
+
+needs_native = needs(native_affine.available(), "native affine op")
 
 # TF's kernel and ours run the same float32 ops in the same order; without FMA
 # contraction (x86-64 baseline builds of both) the results are bit-identical.

@@ -2,7 +2,7 @@
 
 Oracle: `tf.image.resize(bilinear)` + `tf.round` + `tf.saturate_cast` (what
 `resize_uint8` runs without the native op), on real photos from
-`tfpipe.sample_data`. Tests that need the built library skip (with the reason)
+`tfpipe.sample_data`. Tests that need the built library skip (with the reason, and never under CI=true)
 only when it is unavailable; the fallback tests always run.
 """
 
@@ -15,8 +15,9 @@ import tensorflow as tf
 from tfpipe import native
 from tfpipe.pipeline._decode import resize_uint8
 
-needs_native = pytest.mark.skipif(
-    not native.available(), reason=f"native op unavailable: {native.status()['detail']}")
+from .conftest import needs
+
+needs_native = needs(native.available(), "native op")
 
 
 def reference(image: np.ndarray, size: tuple[int, int]) -> np.ndarray:

@@ -19,9 +19,9 @@ from tfpipe import augment as A
 from tfpipe import native
 from tfpipe.augment import geometry as G
 
-needs_native = pytest.mark.skipif(
-    not native.has_crop_window(),
-    reason=f"native crop window op unavailable: {native.status()['detail']}")
+from .conftest import needs
+
+needs_native = needs(native.has_crop_window(), "native crop window op")
 
 RATIOS = [(3 / 4, 4 / 3), (1.0, 1.0), (0.5, 2.0)]
 SIZES = [(1, 1), (1, 7), (7, 1), (2, 3), (5, 5), (10, 1000), (1000, 10), (33, 35),

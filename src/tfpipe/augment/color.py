@@ -267,8 +267,8 @@ def _pairwise_sum(x: tf.Tensor) -> tf.Tensor:
 def _fixed_mean(x: tf.Tensor, integer: bool) -> tf.Tensor:
     """Per-image, per-channel mean of x [..., H, W, C] -> [..., 1, 1, C], host-independent.
 
-    integer (uint8 levels): an exact int64 sum, divided in float64 and rounded once to
-    float32. Otherwise `_pairwise_sum` / N in float32.
+    integer (uint8 levels): an exact int64 sum, times 1/N in float64, rounded once to
+    float32. Otherwise `_pairwise_sum` * (1/N) in float32.
     """
     shape = tf.shape(x)
     lead, c = x.shape[:-3], x.shape[-1]
@@ -276,11 +276,14 @@ def _fixed_mean(x: tf.Tensor, integer: bool) -> tf.Tensor:
     if x.shape[-3] is not None and x.shape[-2] is not None:
         flat = tf.ensure_shape(flat, [None, x.shape[-3] * x.shape[-2], c])
     n = tf.shape(flat)[1]
+    # times the reciprocal, never `/ n`: with a static n Grappler's constant folding
+    # rewrites a division by a constant into that multiply (ReduceDivToReciprocalMul)
+    # in some graphs and not in others, which changed the last bit
     if integer:
         s = tf.reduce_sum(tf.cast(flat, tf.int64), axis=1)
-        mean = tf.cast(tf.cast(s, tf.float64) / tf.cast(n, tf.float64), tf.float32)
+        mean = tf.cast(tf.cast(s, tf.float64) * (1.0 / tf.cast(n, tf.float64)), tf.float32)
     else:
-        mean = _pairwise_sum(flat) / tf.cast(n, tf.float32)
+        mean = _pairwise_sum(flat) * (1.0 / tf.cast(n, tf.float32))
     out_shape = tf.concat([shape[:-3], [1, 1], shape[-1:]], 0)
     return tf.ensure_shape(tf.reshape(mean, out_shape), lead.concatenate([1, 1, c]))
 

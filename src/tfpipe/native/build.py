@@ -1,4 +1,4 @@
-"""Compile `ops.cc` into `_tfpipe_ops-tf<version>.so` next to this file.
+"""Compile every `*.cc` here into `_tfpipe_ops-tf<version>.so` next to this file.
 
     python -m tfpipe.native build [--force] [--verbose]
 
@@ -89,6 +89,9 @@ def main(argv: list[str] | None = None) -> int:
         path = build(force="--force" in argv, verbose="--verbose" in argv)
     except RuntimeError as exc:
         print(f"tfpipe.native: {exc}", file=sys.stderr)
+        print("tfpipe.native: how to fix: install a C++17 compiler (g++) and the TensorFlow "
+              "that tfpipe uses, or set CXX; `python -m tfpipe.native build --verbose` "
+              "prints the full command.", file=sys.stderr)
         return 1
     import tensorflow as tf
 

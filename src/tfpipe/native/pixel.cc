@@ -253,11 +253,11 @@ class PixelChainOp : public OpKernel {
             float* __restrict p = planes + ch * n;
             float m;
             if (to_float_) {
-              m = TreeSum(p, n, tree) / static_cast<float>(n);
+              m = TreeSum(p, n, tree) * (1.0f / static_cast<float>(n));
             } else {
               int64_t s = 0;  // exact: the levels are integers
               for (int64_t i = 0; i < n; ++i) s += static_cast<int32_t>(p[i]);
-              m = static_cast<float>(static_cast<double>(s) / static_cast<double>(n));
+              m = static_cast<float>(static_cast<double>(s) * (1.0 / static_cast<double>(n)));
             }
             if (to_float_) {
               for (int64_t i = 0; i < n; ++i) p[i] = Clip((p[i] - m) * v + m, lo, hi);
