@@ -96,36 +96,47 @@ def read_records(files: list[str], compression: str | None, cycle: int,
     ids = tf.data.Dataset.from_tensor_slices(
         (tf.range(len(files), dtype=tf.int32), tf.constant(files),
          tf.constant([int(expected.get(f, -1)) for f in files], tf.int64)))
-    # Where each shard's fast reader stopped: shard id -> [records, bytes]. Two
-    # iterations of one dataset reading the same shard write the same values
-    # (they are a property of the file), so sharing the table is harmless.
+    # Where each shard's fast reader stopped: shard id -> [records, bytes],
+    # accumulated a block at a time. Like guarded_map's table it belongs to this
+    # dataset; two iterators reading the same shard at the same moment would mix
+    # their counts (sequential re-iteration, epochs, repeat() are fine).
     with tf.init_scope():
         stopped = tf.lookup.experimental.MutableHashTable(
             key_dtype=tf.int64, value_dtype=tf.int64,
             default_value=tf.constant([0, 0], tf.int64))
 
     def one_file(shard_id: tf.Tensor, path: tf.Tensor, want: tf.Tensor) -> tf.data.Dataset:
+        key = tf.cast(shard_id, tf.int64)
         fast = tf.data.TFRecordDataset(path, compression_type=compression or "")
-        fast = fast.ignore_errors(log_warning=True).map(lambda r: (r, tf.constant(False)))
-        end = tf.data.Dataset.from_tensors((tf.constant(b""), tf.constant(True)))
+        # (index, record) between a start marker (index -2: the block holding it
+        # resets the shard's entry, also after an abandoned iteration) and an end
+        # marker (index -1: even a shard that yields nothing passes one block)
+        marker = lambda i: tf.data.Dataset.from_tensors(  # noqa: E731
+            (tf.constant(i, tf.int64), tf.constant(b"")))
+        fast = marker(-2).concatenate(
+            fast.ignore_errors(log_warning=True).enumerate()).concatenate(marker(-1))
 
-        def track(state: tf.Tensor, elem: tuple[tf.Tensor, tf.Tensor]):
-            record, is_end = elem
-            n, offset = state[0], state[1]
+        @tf.autograph.experimental.do_not_convert
+        def count(index: tf.Tensor, record: tf.Tensor) -> tuple[tf.Tensor, ...]:
+            """Once per block: add its (records, bytes) to the shard's entry and
+            drop the markers (the first row of the first block, the last of the last)."""
+            starts = index[0] == -2
+            lo = tf.cast(starts, tf.int32)
+            hi = tf.size(index) - tf.cast(index[-1] == -1, tf.int32)
+            index, record = index[lo:hi], record[lo:hi]
+            size = tf.reduce_sum(tf.cast(tf.strings.length(record), tf.int64) + 16)  # framing
+            prev = tf.where(starts, tf.zeros([2], tf.int64), stopped.lookup(key))
+            add = tf.stack([tf.size(index, out_type=tf.int64), size])
+            with tf.control_dependencies([stopped.insert(key, prev + add)]):
+                return tf.fill(tf.shape(index), shard_id), tf.identity(index), \
+                    tf.identity(record)
 
-            def at_end() -> tf.Tensor:
-                with tf.control_dependencies([stopped.insert(tf.cast(shard_id, tf.int64), state)]):
-                    return tf.identity(state)
-
-            size = tf.cast(tf.strings.length(record), tf.int64) + 16  # framing overhead
-            new = tf.cond(is_end, at_end, lambda: tf.stack([n + 1, offset + size]))
-            return new, (shard_id, n, record, is_end)
-
-        head = fast.concatenate(end).scan(tf.constant([0, 0], tf.int64), track)
-        head = head.filter(lambda s, i, r, is_end: tf.logical_not(is_end)).map(
-            lambda s, i, r, is_end: (s, i, r))
+        # Blocks of 64: the stateful count runs once per block, not per record (a
+        # table op in a per-record function cost ~2x the old per-record read in a
+        # side-by-side; docs/pipeline.md "Bad records" has the figures).
+        head = fast.batch(64).map(count).unbatch()
         rest = tf.data.Dataset.from_tensors(shard_id).flat_map(
-            lambda sid: _after_damage(sid, path, want, stopped.lookup(tf.cast(sid, tf.int64)), compression,
+            lambda sid: _after_damage(sid, path, want, stopped.lookup(key), compression,
                                       resync, policy, report_framing))
         return head.concatenate(rest)
 
