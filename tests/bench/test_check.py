@@ -206,6 +206,44 @@ def test_reproducible_passes_on_the_cifar_preset(tiny_data) -> None:
     assert re.search(r"deterministic=false: \d+ samples matched by global index", r.detail)
 
 
+def test_reproducible_passes_on_the_detection_preset(tmp_path) -> None:
+    """Boxes and classes are compared per sample too (32 JPEGs, one box each)."""
+    from tfpipe import sample_data
+    from tfpipe.config import load_config
+
+    def feature(values):
+        if isinstance(values[0], bytes):
+            return tf.train.Feature(bytes_list=tf.train.BytesList(value=values))
+        if isinstance(values[0], int):
+            return tf.train.Feature(int64_list=tf.train.Int64List(value=values))
+        return tf.train.Feature(float_list=tf.train.FloatList(value=values))
+
+    rng = np.random.default_rng(1)
+    paths = [str(tmp_path / f"train-{k:05d}-of-00002.tfrecord") for k in range(2)]
+    writers = [tf.io.TFRecordWriter(p) for p in paths]
+    for i in range(32):
+        y0, x0 = (int(v) for v in rng.integers(2, 32, 2))
+        y1, x1 = y0 + int(rng.integers(8, 30)), x0 + int(rng.integers(8, 30))
+        img = np.zeros((64, 64, 3), np.uint8)
+        img[y0:y1, x0:x1] = 255
+        feats = {"image/encoded": feature([sample_data.encode(img, "jpeg")]),
+                 "image/format": feature([b"jpeg"]), "image/class/label": feature([0]),
+                 "image/object/class/label": feature([1 + i % 3])}
+        for key, v in zip(("ymin", "xmin", "ymax", "xmax"), (y0, x0, y1, x1)):
+            feats[f"image/object/bbox/{key}"] = feature([v / 64])
+        writers[i % 2].write(tf.train.Example(
+            features=tf.train.Features(feature=feats)).SerializeToString())
+    for w in writers:
+        w.close()
+    cfg = load_config({"base": "detection",
+                       "data": {"path": str(tmp_path / "train-*.tfrecord"),
+                                "image_size": [64, 64], "num_classes": 4},
+                       "pipeline": {"batch_size": 4, "shuffle_buffer": 16}})
+    (r,) = C.run_checks(cfg, only=["reproducible"], batches=2)
+    assert r.passed, r.detail
+    assert re.search(r"deterministic=false: \d+ samples matched by global index", r.detail)
+
+
 # ------------------------------------------------------------- epochs (bug 6)
 
 def test_a_builder_that_ignores_the_epoch_fails(tiny_config) -> None:

@@ -52,7 +52,8 @@ class StageReport:
         if self.end_to_end is not None:
             e2e = f"end to end (build_pipeline) {self.end_to_end.elements_per_s:,.1f} elements/s"
         else:
-            e2e = f"last prefix ({self.stages[-1].name}) {self.stages[-1].elements_per_s:,.1f} elements/s"
+            last = self.stages[-1]
+            e2e = f"last prefix ({last.name}) {last.elements_per_s:,.1f} elements/s"
         return (f"slowest stage: {s.name} (~{s.share:.0%} of the per-element time, "
                 f"+{s.added_us:,.0f} us/element); {e2e}")
 

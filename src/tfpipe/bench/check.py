@@ -287,8 +287,9 @@ def _plain_count(path: str, compression: str | None) -> tuple[int, str | None]:
     import tensorflow as tf
 
     n = 0
+    kind = "GZIP" if (compression or "").lower() == "gzip" else ""
     try:
-        for _ in tf.data.TFRecordDataset(path, compression_type=compression or ""):
+        for _ in tf.data.TFRecordDataset(path, compression_type=kind):
             n += 1
     except tf.errors.OpError as exc:
         return n, f"{type(exc).__name__}: {exc.message.splitlines()[0][:120]}"
@@ -303,7 +304,8 @@ def check_records(ctx: Context) -> CheckResult:
     damage is counted instead of raised) and compare with the manifest's count.
     When records are missing, each shard is read with a plain
     `tf.data.TFRecordDataset` and compared with its own manifest count, to name
-    the damaged shards and where the damage starts.
+    the damaged shards and where the damage starts. This check reads the data
+    with tfpipe's own reader whatever `builder` the checklist was given.
     """
     name = "records vs manifest"
     s = ctx.settings
@@ -639,15 +641,19 @@ def check_enable_rate(ctx: Context) -> CheckResult:
     ops = s.active("geometry") + s.active("pixel") + s.active("batch")
     if not ops:
         return CheckResult(name, True, "no augmentation configured", skipped=True)
-    # Small batches: more coin draws per epoch. A rate of exactly 0 or 1 has no
-    # variance, so a few batches decide it; other rates get up to 48 draws.
-    small = ["pipeline.batch_size=2", "pipeline.drop_remainder=true"]
+    # Batches of one sample: the most coin draws per epoch, and a batch is then
+    # augmented exactly when its sample is, whether the pipeline decides per batch
+    # or per sample. Batch ops alone (mixup/cutmix) need two samples to mix. A rate
+    # of exactly 0 or 1 has no variance, so a few batches decide it; other rates
+    # get up to 48 draws.
+    per_sample = bool(s.active("geometry") + s.active("pixel"))
+    small = [f"pipeline.batch_size={1 if per_sample else 2}", "pipeline.drop_remainder=true"]
     on = ctx.variant(small)
     off = ctx.variant(small + ["augment.enable_rate=0"])
     want = 8 if rate in (0.0, 1.0) else 48
     augmented = total = 0
     epoch = 0
-    deadline = time.monotonic() + 60
+    deadline = time.monotonic() + 120
     while total < want and epoch < 6 and time.monotonic() < deadline:
         a = take(ctx.build(on, epoch=epoch), want - total)
         b = take(ctx.build(off, epoch=epoch), len(a))
