@@ -31,7 +31,7 @@ def test_bench_json_with_every_analysis(tiny_overrides, tmp_path) -> None:
     out = json.loads(res.stdout)
     assert out["result"]["steps"] == 2 and out["result"]["elements"] == 16
     assert [s["name"] for s in out["stages"]["stages"]] == [
-        "read", "parse", "decode", "geometry", "pixel", "batch", "compose"]
+        "read", "parse", "decode", "geometry", "batch", "pixel", "compose"]
     assert out["stages"]["slowest"] in [s["name"] for s in out["stages"]["stages"]]
     assert out["input_bound"]["step_kind"] == "train_on_batch"
     assert 0.0 <= out["input_bound"]["input_wait_fraction"] <= 1.0

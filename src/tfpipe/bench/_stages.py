@@ -1,7 +1,7 @@
 """Stage-by-stage bottleneck report.
 
 `tfpipe.pipeline.build_stages` returns the pipeline cut after each stage
-(read, parse, decode, geometry, pixel, batch, compose): prefix k holds stages
+(read, parse, decode, geometry, batch, pixel, compose): prefix k holds stages
 1..k. Measuring every prefix gives a per-element time t_k; the cost of stage k
 is estimated as t_k - t_{k-1}.
 
@@ -20,7 +20,7 @@ from typing import Any
 from tfpipe.bench._measure import Result, measure
 
 # Prefixes that end after `batch` yield batches; the earlier ones single elements.
-_BATCHED_STAGES = ("batch", "compose")
+_BATCHED_STAGES = ("batch", "pixel", "compose")
 
 
 @dataclass(frozen=True)
