@@ -26,7 +26,7 @@ import tensorflow as tf
 from tfpipe import augment, seeds
 from tfpipe.augment import geometry as G
 from tfpipe.errors import ConfigError
-from tfpipe.pipeline._classify import Classify, _pair, aug, batch_enabled, coin
+from tfpipe.pipeline._classify import Classify, _pair, aug, batch_enabled, coin, gated
 from tfpipe.pipeline._decode import decode_full, resize_uint8
 from tfpipe.pipeline._settings import Op
 from tfpipe.pipeline._source import BOX_KEYS, BOX_LABEL_KEY, IMAGE_KEY
@@ -279,8 +279,8 @@ class Detect(Classify):
             if s.enable_rate >= 1.0:
                 x, b, c, n, weights = augment_batch(x, b, c, n, weights)
             else:
-                x, b, c, n, weights = tf.cond(
-                    batch["_enabled"][0], lambda: augment_batch(x, b, c, n, weights),
+                x, b, c, n, weights = gated(  # per sample, as classification
+                    batch["_enabled"], lambda *_: augment_batch(x, b, c, n, weights),
                     lambda: (tf.cast(x, tf.float32) * (1.0 / 255.0) if float_out else x,
                              b, c, n, weights))
         if float_out:
