@@ -54,11 +54,11 @@ def _check_image(image: tf.Tensor) -> tf.Tensor:
 
 class _Levels:
     """A uint8 image carried as integer-valued float32 0..255 between the kernels of
-    one XLA-compiled chain (`tfpipe.pipeline.fast.FusedPixel`, uint8 output).
+    one chain (`tfpipe.pipeline.fast.FusedPixel`'s plain-TF twin, uint8 output).
 
     The kernels take and return it like uint8 (same scale, same round + saturate,
-    so the same values), but XLA:CPU does not have to convert f32 -> u8 -> f32
-    after every op, which cost ~2x the rest of a fused colour chain.
+    so the same values; contrast's mean stays an exact integer sum), without an
+    f32 -> u8 -> f32 conversion after every op.
     """
 
     dtype = "levels"  # what `_restore` is handed as the input dtype
@@ -199,9 +199,11 @@ def xla(fn: Callable) -> Callable:
     elementwise kernels (e.g. saturation + color_affine) into one loop over memory.
 
     Works inside `tf.data.Dataset.map` on CPU; 1.4-7x faster than the same batch-mode ops
-    unfused on this machine (docs/performance.md, "Augmentation ops"). Opt-in:
-    XLA's float rounding can differ from the plain kernels by ~1 ulp (and may
-    differ between CPU types), and `adjust_jpeg_quality` cannot be compiled.
+    unfused on this machine (docs/performance.md, "Augmentation ops"). Opt-in, and
+    never used by `build_pipeline`: XLA's float rounding differs from the plain
+    kernels by ~1 ulp and between CPU types (vector width, FMA contraction are
+    picked per host), so the bits would depend on the machine; and
+    `adjust_jpeg_quality` cannot be compiled.
     """
     return tf.function(fn, jit_compile=True, autograph=False)
 

@@ -18,6 +18,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
+#include <string>
 #include <cstdint>
 #include <vector>
 
@@ -75,20 +77,23 @@ struct XTaps {
   std::vector<float> t;
 };
 
-// Hot loops are compiled twice (AVX2 and baseline x86-64) and picked at load
-// time, so the .so runs on any CPU the TF wheel runs on. No FMA either way
-// (-ffp-contract=off and no "fma" target): the float rounding stays TF's.
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-#define TFPIPE_CLONES __attribute__((target_clones("avx2", "default")))
-#else
-#define TFPIPE_CLONES
+// Hot loops are compiled twice (AVX2 and baseline x86-64) and picked once per
+// process (UseAvx2), so the .so runs on any CPU the TF wheel runs on. No FMA
+// either way (-ffp-contract=off and no "fma" target) and only elementwise float
+// ops, so both versions give the same bits (the float rounding stays TF's).
+// TFPIPE_NATIVE_ISA=baseline forces the baseline version: what a pre-AVX2 host
+// runs (tests/pipeline/test_host_independence.py).
+#if defined(__x86_64__) && defined(__GNUC__)
+#define TFPIPE_DISPATCH 1
+#define TFPIPE_AVX2 __attribute__((target("avx2")))
 #endif
+#define TFPIPE_BODY inline __attribute__((always_inline))
 
 // One source row interpolated along x: dst[x*C + k] (float), TF's `top`/`bottom`.
 template <int C>
-TFPIPE_CLONES void RowX(const uint8_t* __restrict src, const XTaps& xs, int64_t out_w,
-                        int64_t channels, int64_t row_in, float* __restrict tmp,
-                        float* __restrict dst) {
+TFPIPE_BODY void RowXBody(const uint8_t* __restrict src, const XTaps& xs, int64_t out_w,
+                          int64_t channels, int64_t row_in, float* __restrict tmp,
+                          float* __restrict dst) {
   const int64_t ch = C > 0 ? C : channels;
   // Widen the source row once (vectorized), then gather floats: cheaper than
   // converting both taps of every output value.
@@ -115,9 +120,57 @@ inline uint8_t RoundSaturate(float v) {
 }
 
 // Lerp along y and round/saturate: TF's `top + (bottom - top) * y_lerp`.
-TFPIPE_CLONES void RowY(const float* __restrict top, const float* __restrict bot, float t,
-                        int64_t n, uint8_t* __restrict out) {
+TFPIPE_BODY void RowYBody(const float* __restrict top, const float* __restrict bot, float t,
+                          int64_t n, uint8_t* __restrict out) {
   for (int64_t i = 0; i < n; ++i) out[i] = RoundSaturate(top[i] + (bot[i] - top[i]) * t);
+}
+
+#ifdef TFPIPE_DISPATCH
+template <int C>
+TFPIPE_AVX2 void RowXAvx2(const uint8_t* src, const XTaps& xs, int64_t out_w, int64_t channels,
+                          int64_t row_in, float* tmp, float* dst) {
+  RowXBody<C>(src, xs, out_w, channels, row_in, tmp, dst);
+}
+TFPIPE_AVX2 void RowYAvx2(const float* top, const float* bot, float t, int64_t n, uint8_t* out) {
+  RowYBody(top, bot, t, n, out);
+}
+template <int C>
+void RowXBase(const uint8_t* src, const XTaps& xs, int64_t out_w, int64_t channels,
+              int64_t row_in, float* tmp, float* dst) {
+  RowXBody<C>(src, xs, out_w, channels, row_in, tmp, dst);
+}
+void RowYBase(const float* top, const float* bot, float t, int64_t n, uint8_t* out) {
+  RowYBody(top, bot, t, n, out);
+}
+bool UseAvx2() {
+  static const bool use = [] {
+    const char* isa = std::getenv("TFPIPE_NATIVE_ISA");
+    if (isa != nullptr && std::string(isa) == "baseline") return false;
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx2") != 0;
+  }();
+  return use;
+}
+#endif
+
+template <int C>
+void RowX(const uint8_t* src, const XTaps& xs, int64_t out_w, int64_t channels, int64_t row_in,
+          float* tmp, float* dst) {
+#ifdef TFPIPE_DISPATCH
+  if (UseAvx2()) return RowXAvx2<C>(src, xs, out_w, channels, row_in, tmp, dst);
+  return RowXBase<C>(src, xs, out_w, channels, row_in, tmp, dst);
+#else
+  RowXBody<C>(src, xs, out_w, channels, row_in, tmp, dst);
+#endif
+}
+
+void RowY(const float* top, const float* bot, float t, int64_t n, uint8_t* out) {
+#ifdef TFPIPE_DISPATCH
+  if (UseAvx2()) return RowYAvx2(top, bot, t, n, out);
+  return RowYBase(top, bot, t, n, out);
+#else
+  RowYBody(top, bot, t, n, out);
+#endif
 }
 
 class ResizeBilinearU8Op : public OpKernel {

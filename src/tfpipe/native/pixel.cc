@@ -32,6 +32,10 @@
 #include <string>
 #include <vector>
 
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
 #include "tensorflow/core/framework/op.h"
 #include "tensorflow/core/framework/op_kernel.h"
 #include "tensorflow/core/framework/shape_inference.h"
@@ -74,10 +78,11 @@ enum class Kind { kBrightness, kContrast, kSaturation };
 
 // tf.round (half to even) without a libm call (SSE2 has no roundps); keeps the
 // sign of a result that rounds to zero, as rint does.
+// Branch-free, so the loops vectorize.
 inline float RoundEven(float v) {
   const float a = std::fabs(v);
-  if (!(a < 8388608.0f)) return v;  // >= 2^23: already an integer (or inf/NaN)
-  const float r = (a + 8388608.0f) - 8388608.0f;
+  float r = (a + 8388608.0f) - 8388608.0f;
+  r = a < 8388608.0f ? r : a;  // >= 2^23: already an integer (inf and NaN stay)
   return std::copysign(r, v);
 }
 
@@ -85,6 +90,35 @@ inline float RoundEven(float v) {
 inline float Clip(float v, float lo, float hi) {
   v = v < hi ? v : hi;
   return v > lo ? v : lo;
+}
+
+#if defined(__SSE2__)
+// The same operations on 4 lanes (SSE2 is the x86-64 baseline, so no dispatch):
+// minps(a, b) = a < b ? a : b and maxps(a, b) = a > b ? a : b, as Clip and the
+// saturation's max/min are written; each lane is the scalar result.
+inline __m128 RoundEven4(__m128 v) {
+  const __m128 sign = _mm_set1_ps(-0.0f), big = _mm_set1_ps(8388608.0f);
+  const __m128 a = _mm_andnot_ps(sign, v);
+  __m128 r = _mm_sub_ps(_mm_add_ps(a, big), big);
+  const __m128 small = _mm_cmplt_ps(a, big);
+  r = _mm_or_ps(_mm_and_ps(small, r), _mm_andnot_ps(small, a));
+  return _mm_or_ps(r, _mm_and_ps(sign, v));  // copysign(r, v): r has no sign bit
+}
+inline __m128 Clip4(__m128 v, __m128 lo, __m128 hi) { return _mm_max_ps(_mm_min_ps(v, hi), lo); }
+#endif
+
+// Levels rounding + clip of p[0..n) after `op` (elementwise): the vector loop and
+// the scalar tail compute the same bits.
+template <typename Op>
+void LevelsLoop(float* __restrict p, int64_t n, float lo, float hi, Op op) {
+  int64_t i = 0;
+#if defined(__SSE2__)
+  const __m128 lo4 = _mm_set1_ps(lo), hi4 = _mm_set1_ps(hi);
+  for (; i + 4 <= n; i += 4) {
+    _mm_storeu_ps(p + i, Clip4(RoundEven4(op(_mm_loadu_ps(p + i))), lo4, hi4));
+  }
+#endif
+  for (; i < n; ++i) p[i] = Clip(RoundEven(op(p[i])), lo, hi);
 }
 
 // color._pairwise_sum of v[0..n): t needs TreeSize(n) floats.
@@ -198,6 +232,40 @@ class PixelChainOp : public OpKernel {
     float* outf = float_out ? out->flat<float>().data() : nullptr;
     uint8_t* out8 = float_out ? nullptr : out->flat<uint8_t>().data();
 
+    if (kinds_.empty() && normalize_ && c <= 4) {
+      // normalize alone (eval, plain batches): one contiguous pass, no planes. The
+      // per-channel constants repeat with period c; a block of 12 values holds a
+      // whole number of pixels for c = 1, 2, 3, 4.
+      float pa[12], pb[12];
+      for (int k = 0; k < 12; ++k) {
+        pa[k] = na[k % c];
+        pb[k] = nb[k % c];
+      }
+      auto norm = [&](int64_t start, int64_t limit) {
+        // whole images: lo is a multiple of c, so block position k is channel k % c
+        const int64_t lo = start * n * c, hi = limit * n * c;
+        const int64_t end = lo + ((hi - lo) / 12) * 12;
+        int64_t i = lo;
+        if (float_in_) {
+          for (; i < end; i += 12) {
+            for (int k = 0; k < 12; ++k) outf[i + k] = inf[i + k] * pa[k] - pb[k];
+          }
+          for (; i < hi; ++i) outf[i] = inf[i] * na[(i - lo) % c] - nb[(i - lo) % c];
+        } else {
+          for (; i < end; i += 12) {
+            for (int k = 0; k < 12; ++k) {
+              outf[i + k] = static_cast<float>(in8[i + k]) * pa[k] - pb[k];
+            }
+          }
+          for (; i < hi; ++i) {
+            outf[i] = static_cast<float>(in8[i]) * na[(i - lo) % c] - nb[(i - lo) % c];
+          }
+        }
+      };
+      auto* workers = ctx->device()->tensorflow_cpu_worker_threads();
+      Shard(workers->num_threads, workers->workers, b, n * c * 2, norm);
+      return;
+    }
     auto run = [&](int64_t start, int64_t limit) {
       std::vector<float> planes(c * n), tree(TreeSize(n));
       for (int64_t img = start; img < limit; ++img) {
@@ -217,7 +285,19 @@ class PixelChainOp : public OpKernel {
     const float lo = 0.0f, hi = to_float_ ? 1.0f : 255.0f;
     // load: tf.cast(x, float32) * (1 / 255) (float chain) or the uint8 levels as floats
     const float k255 = static_cast<float>(1.0 / 255.0);
-    for (int64_t ch = 0; ch < c; ++ch) {
+    if (c == 3 && inf == nullptr) {  // the common case, as one deinterleaving loop
+      const uint8_t* __restrict src = in8 + img * n * 3;
+      float* __restrict p0 = planes;
+      float* __restrict p1 = planes + n;
+      float* __restrict p2 = planes + 2 * n;
+      const float k = to_float_ ? k255 : 1.0f;  // x * 1 is exact: same as no multiply
+      for (int64_t i = 0; i < n; ++i) {
+        p0[i] = static_cast<float>(src[3 * i]) * k;
+        p1[i] = static_cast<float>(src[3 * i + 1]) * k;
+        p2[i] = static_cast<float>(src[3 * i + 2]) * k;
+      }
+    }
+    for (int64_t ch = 0; ch < c && !(c == 3 && inf == nullptr); ++ch) {
       float* __restrict p = planes + ch * n;
       if (inf != nullptr) {
         const float* src = inf + img * n * c + ch;
@@ -243,7 +323,7 @@ class PixelChainOp : public OpKernel {
             if (to_float_) {
               for (int64_t i = 0; i < n; ++i) p[i] = Clip(p[i] + d, lo, hi);
             } else {
-              for (int64_t i = 0; i < n; ++i) p[i] = Clip(RoundEven(p[i] + d), lo, hi);
+              LevelsLoop(p, n, lo, hi, [d](auto x) { return x + d; });
             }
           }
           break;
@@ -262,7 +342,7 @@ class PixelChainOp : public OpKernel {
             if (to_float_) {
               for (int64_t i = 0; i < n; ++i) p[i] = Clip((p[i] - m) * v + m, lo, hi);
             } else {
-              for (int64_t i = 0; i < n; ++i) p[i] = Clip(RoundEven((p[i] - m) * v + m), lo, hi);
+              LevelsLoop(p, n, lo, hi, [m, v](auto x) { return (x - m) * v + m; });
             }
           }
           break;
@@ -271,14 +351,46 @@ class PixelChainOp : public OpKernel {
           float* __restrict r = planes;
           float* __restrict g = planes + n;
           float* __restrict bl = planes + 2 * n;
-          for (int64_t i = 0; i < n; ++i) {
+          int64_t i = 0;
+#if defined(__SSE2__)
+          {
+            const __m128 zero = _mm_setzero_ps(), one = _mm_set1_ps(1.0f), f4 = _mm_set1_ps(v);
+            const __m128 lo4 = _mm_set1_ps(lo), hi4 = _mm_set1_ps(hi);
+            for (; i + 4 <= n; i += 4) {
+              const __m128 x0 = _mm_loadu_ps(r + i), x1 = _mm_loadu_ps(g + i),
+                           x2 = _mm_loadu_ps(bl + i);
+              const __m128 mx = _mm_max_ps(_mm_max_ps(x0, x1), x2);
+              const __m128 mn = _mm_min_ps(_mm_min_ps(x0, x1), x2);
+              const __m128 chroma = _mm_sub_ps(mx, mn);
+              const __m128 isz = _mm_cmpeq_ps(chroma, zero);
+              const __m128 den = _mm_or_ps(_mm_and_ps(isz, one), _mm_andnot_ps(isz, chroma));
+              const __m128 q = _mm_andnot_ps(isz, _mm_div_ps(mx, den));
+              __m128 f = _mm_min_ps(f4, q);
+              f = _mm_and_ps(_mm_cmpgt_ps(chroma, zero), f);
+              __m128 o0 = _mm_sub_ps(mx, _mm_mul_ps(f, _mm_sub_ps(mx, x0)));
+              __m128 o1 = _mm_sub_ps(mx, _mm_mul_ps(f, _mm_sub_ps(mx, x1)));
+              __m128 o2 = _mm_sub_ps(mx, _mm_mul_ps(f, _mm_sub_ps(mx, x2)));
+              if (!to_float_) {
+                o0 = RoundEven4(o0);
+                o1 = RoundEven4(o1);
+                o2 = RoundEven4(o2);
+              }
+              _mm_storeu_ps(r + i, Clip4(o0, lo4, hi4));
+              _mm_storeu_ps(g + i, Clip4(o1, lo4, hi4));
+              _mm_storeu_ps(bl + i, Clip4(o2, lo4, hi4));
+            }
+          }
+#endif
+          for (; i < n; ++i) {
             const float x0 = r[i], x1 = g[i], x2 = bl[i];
             float mx = x0 > x1 ? x0 : x1;
             mx = mx > x2 ? mx : x2;
             float mn = x0 < x1 ? x0 : x1;
             mn = mn < x2 ? mn : x2;
             const float chroma = mx - mn;
-            const float q = chroma == 0.0f ? 0.0f : mx / chroma;  // divide_no_nan
+            // divide_no_nan, with the division unconditional so the loop vectorizes
+            const float q0 = mx / (chroma == 0.0f ? 1.0f : chroma);
+            const float q = chroma == 0.0f ? 0.0f : q0;
             float f = v < q ? v : q;                                // minimum(factor, q)
             f = chroma > 0.0f ? f : 0.0f;
             float o0 = mx - f * (mx - x0), o1 = mx - f * (mx - x1), o2 = mx - f * (mx - x2);
@@ -296,6 +408,35 @@ class PixelChainOp : public OpKernel {
       }
     }
     // output: interleave; uint8 levels are exact integers in [0, 255]
+    if (c == 3) {
+      const float* __restrict p0 = planes;
+      const float* __restrict p1 = planes + n;
+      const float* __restrict p2 = planes + 2 * n;
+      if (normalize_) {
+        float* __restrict dst = outf + img * n * 3;
+        const float a0 = na[0], a1 = na[1], a2 = na[2], b0 = nb[0], b1 = nb[1], b2 = nb[2];
+        for (int64_t i = 0; i < n; ++i) {
+          dst[3 * i] = p0[i] * a0 - b0;
+          dst[3 * i + 1] = p1[i] * a1 - b1;
+          dst[3 * i + 2] = p2[i] * a2 - b2;
+        }
+      } else if (to_float_) {
+        float* __restrict dst = outf + img * n * 3;
+        for (int64_t i = 0; i < n; ++i) {
+          dst[3 * i] = p0[i];
+          dst[3 * i + 1] = p1[i];
+          dst[3 * i + 2] = p2[i];
+        }
+      } else {
+        uint8_t* __restrict dst = out8 + img * n * 3;
+        for (int64_t i = 0; i < n; ++i) {
+          dst[3 * i] = static_cast<uint8_t>(static_cast<int32_t>(p0[i]));
+          dst[3 * i + 1] = static_cast<uint8_t>(static_cast<int32_t>(p1[i]));
+          dst[3 * i + 2] = static_cast<uint8_t>(static_cast<int32_t>(p2[i]));
+        }
+      }
+      return;
+    }
     for (int64_t ch = 0; ch < c; ++ch) {
       const float* __restrict p = planes + ch * n;
       if (normalize_) {
