@@ -293,3 +293,47 @@ def test_inspect_and_preview_on_damaged_data_never_trace_back(framed_dataset, tm
     r = CliRunner().invoke(cli, ["preview", str(cfg), "--out", str(tmp_path / "p.png"),
                                  "--set", "pipeline.on_error=skip", "-n", "4"])
     assert r.exit_code == 0, r.output
+
+
+@needs_resync
+def test_framing_counts_survive_abandoned_and_repeated_iterations(framed_dataset, tmp_path):
+    """The per-shard count is reset by each new read of the shard: an iteration
+    stopped early (take) does not leak into the next, and every epoch counts."""
+    from tfpipe.pipeline._source import read_records
+    from tfpipe.records import iter_frames, salvage
+
+    _, shard, expected, _ = framed_dataset
+    salvage(shard, tmp_path / "s.tfrecord")
+    kept = [d for _, _, d in iter_frames(tmp_path / "s.tfrecord")]
+    ds = read_records([shard], None, 1, True, {shard: expected})
+    reset_skipped_counts()
+    assert len(list(ds.take(5))) == 5
+    assert [r.numpy() for _, _, r in ds] == kept
+    assert [r.numpy() for _, _, r in ds] == kept
+    assert skipped_counts() == {shard: 2 * (expected - len(kept))}
+
+
+@needs_resync
+def test_block_boundary_and_tail_garbage(tmp_path):
+    """64 records (one full block, then a block holding only the end marker),
+    then 20 stray bytes: all 64 delivered, the tail reported as damage."""
+    from tfpipe.pipeline import framing_losses
+    from tfpipe.pipeline._source import read_records
+    from tfpipe.records import write_shard
+
+    path = str(tmp_path / "x.tfrecord")
+    recs = [b"r%03d" % i * (i + 1) for i in range(64)]
+    info = write_shard(path, recs)
+    with open(path, "ab") as f:
+        f.write(b"\x07" * 20)
+    reset_skipped_counts()
+    got = list(read_records([path], None, 1, True, {path: 64}))
+    assert [r.numpy() for _, _, r in got] == recs
+    assert [int(i) for _, i, _ in got] == list(range(64))
+    assert framing_losses()[path]["offset"] == info.num_bytes
+    assert framing_losses()[path]["records_lost"] == 0
+    clean = str(tmp_path / "y.tfrecord")
+    write_shard(clean, recs)
+    reset_skipped_counts()
+    assert [r.numpy() for _, _, r in read_records([clean], None, 1, True)] == recs
+    assert framing_losses() == {} and skipped_counts() == {}

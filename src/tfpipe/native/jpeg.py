@@ -24,9 +24,27 @@ import tensorflow as tf
 from tfpipe import native
 
 
+_PROBE: dict[str, bool] = {}
+
+
 def available() -> bool:
-    """Native ops enabled and the built library has the strict JPEG kernel."""
-    return native.available() and hasattr(native.load(), "tfpipe_decode_jpeg_strict")
+    """Native ops enabled, the built library has the strict JPEG kernel, and the
+    kernel found TF's `jpeg::Uncompress` (a TF build that does not export it
+    makes the kernel fail; then the pipeline keeps TF's own ops)."""
+    if not (native.available() and hasattr(native.load(), "tfpipe_decode_jpeg_strict")):
+        return False
+    if "ok" not in _PROBE:
+        try:
+            with tf.init_scope():  # eager, also when asked while a graph is traced
+                tiny = tf.io.encode_jpeg(tf.zeros([8, 8, 3], tf.uint8))
+                native.load().tfpipe_decode_jpeg_strict(tiny, tf.zeros([4], tf.int32),
+                                                        channels=3, crop=False)
+            _PROBE["ok"] = True
+        except Exception as exc:  # noqa: BLE001 - any failure -> TF's own ops
+            native.log.info("tfpipe.native: strict JPEG decode unusable (%s); using TF's "
+                            "decode ops", exc)
+            _PROBE["ok"] = False
+    return _PROBE["ok"]
 
 
 def decode_jpeg_strict(contents: tf.Tensor, channels: int = 0,

@@ -191,7 +191,9 @@ def _after_damage(shard_id: tf.Tensor, path: tf.Tensor, want: tf.Tensor, stopped
                  tf.strings.join([tf.strings.as_string(known_lost), " records lost"])))
     message = tf.strings.join([
         "tfpipe: framing damage in shard ", path, " at byte ", tf.strings.as_string(offset),
-        " (", kind, ", after record ", tf.strings.as_string(n_read - 1), "): ",
+        " (", kind, tf.where(n_read > 0, tf.strings.join(
+            [", after record ", tf.strings.as_string(n_read - 1)]), ", at its first record"),
+        "): ",
         tf.strings.as_string(n_read), " records read before it, ",
         tf.strings.as_string(recovered),
         " intact after it (read, resynchronised)" if policy == "skip" and resync
