@@ -55,7 +55,8 @@ def _table(title: str, columns: list[str], rows: list[list[str]]) -> Any:
 @click.option("--sweep-mode", type=click.Choice(["product", "one_at_a_time"]), default="product",
               show_default=True, help="Cartesian product, or vary one key at a time.")
 @click.option("--repeats", type=click.IntRange(min=1), default=2, show_default=True,
-              help="Measurements per sweep point (rounds), for the spread.")
+              help="Measurements per sweep point (rounds), for the spread; with --stages, "
+                   "rounds per stage prefix (the fastest is kept).")
 @click.option("--csv", "csv_path", type=click.Path(dir_okay=False), help="Write the rows as CSV.")
 @click.option("--plot", "plot_path", type=click.Path(dir_okay=False),
               help="Write a PNG bar chart of a sweep.")
@@ -164,7 +165,7 @@ def _run(config: str, sets: list[str], split: str, steps: int, warmup: int, stag
         show(f"wrote {csv_path}")
 
     if stages:
-        rep = bench.stage_report(cfg, steps=steps, warmup=warmup, split=split)
+        rep = bench.stage_report(cfg, steps=steps, warmup=warmup, split=split, rounds=repeats)
         rows = [[s.name, _fmt(s.elements_per_s), _fmt(s.us_per_element, 0), _fmt(s.added_us, 0),
                  f"{s.share:.0%}"] for s in rep.stages]
         if rep.end_to_end is not None:
