@@ -19,11 +19,12 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+import tfpipe
 from tfpipe.pipeline import build_pipeline
 
 from .epochs_child import _cfg, _digest, _pass, fit_digests
 
-SRC = str(Path(__file__).resolve().parents[2] / "src")
+SRC = str(Path(tfpipe.__file__).resolve().parents[1])  # the child runs this same tfpipe
 
 
 @pytest.fixture(scope="module")

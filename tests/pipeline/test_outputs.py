@@ -224,3 +224,39 @@ def test_mixup_cutmix_one_hot_labels(dataset):
     assert y.shape == (8, CLASSES) and y.dtype == tf.float32
     np.testing.assert_allclose(y.numpy().sum(axis=1), 1.0, atol=1e-5)
     assert (y.numpy().max(axis=1) < 1.0).any()  # some labels are actually mixed
+
+
+def test_detection_enable_rate_gates_per_sample(tmp_path, images):
+    """Detection reuses the same per-sample gate: with bad records and
+    deterministic: false a plain sample is exactly the eval rendering (whole image
+    resized, boxes unchanged), an augmented one (crop + flip + brightness) is not."""
+    from .conftest import _example, write_shards
+
+    recs = []
+    for i, (enc, fmt, _) in enumerate(images[:40]):
+        if i in (5, 17):
+            enc = b"not an image"
+        recs.append(_example(enc, fmt, 0, [[0.2, 0.2, 0.8, 0.8]], [1 + i % 3]))
+    write_shards(tmp_path, "train", recs, 2)
+    path = str(tmp_path / "train-*.tfrecord")
+    over = {"data.task": "detection", "data.max_boxes": 4, "data.output_dtype": "uint8",
+            "augment.enable_rate": 0.5, "pipeline.shuffle_buffer": 0,
+            "pipeline.drop_remainder": False, "pipeline.deterministic": False,
+            "augment.pixel": {"brightness": {"max_delta": 0.4}}}
+    got = [(b["index"].numpy(), b["image"].numpy(), b["boxes"].numpy())
+           for b in build_pipeline(base_config(path, **over), keep_index=True)]
+    val = {}
+    for b in build_pipeline(base_config(path, **over), split="validation", keep_index=True):
+        for i, g in enumerate(b["index"].numpy()):
+            val[int(g)] = (b["image"][i].numpy(), b["boxes"][i].numpy())
+    assert sum(len(i) for i, _, _ in got) == 38 == len(val)
+    mixed = 0
+    for index, imgs, boxes in got:
+        decisions = [_planned_enabled(int(g)) for g in index]
+        mixed += len(set(decisions)) > 1
+        for g, on, img, box in zip(index, decisions, imgs, boxes):
+            plain = np.array_equal(img, val[int(g)][0])
+            assert plain != on, f"sample {g}: enabled={on} but plain={plain}"
+            if not on:
+                np.testing.assert_array_equal(box, val[int(g)][1])
+    assert mixed
