@@ -28,7 +28,7 @@ demo: venv
 	PATH="$(abspath $(VENV))/bin:$$PATH" bash scripts/demo.sh $(DEMO_DIR)
 
 test: native
-	$(PY) -m pytest -n 2 -q tests
+	$(PY) -m pytest -n 2 --dist loadgroup -q tests
 
 clean:
 	rm -rf $(DEMO_DIR) bench-out

@@ -130,9 +130,12 @@ def test_contract(name: str, dtype: str) -> None:
     assert not {t for t in _op_types(concrete) if "PyFunc" in t}, name
 
     graph_out = traced(tf.constant(image), s1)
+    atol = 1e-5 if name == "elastic" else 1e-6
     for a, b in zip(_flat(eager), _flat(graph_out)):
         # same seed: eager == graph (graph rewrites may move float box math by 1 ulp)
-        np.testing.assert_allclose(a, b, atol=1e-6, err_msg=name)
+        # elastic's blur is a chain of adds, which Grappler's arithmetic optimizer
+        # regroups into AddN in a graph (same on every host; a few ulp from eager)
+        np.testing.assert_allclose(a, b, atol=atol, err_msg=name)
     again = traced(tf.constant(image), s1)
     for a, b in zip(_flat(graph_out), _flat(again)):
         np.testing.assert_array_equal(a, b, err_msg=name)
@@ -147,5 +150,5 @@ def test_contract(name: str, dtype: str) -> None:
     ds = ds.map(lambda x, s: _first(op.fn(x, s)), num_parallel_calls=2, deterministic=True)
     got = [e.numpy() for e in ds]
     np.testing.assert_array_equal(got[0], got[2], err_msg=name)   # same seed, exact
-    np.testing.assert_allclose(got[0], out, atol=1e-6, err_msg=name)
-    np.testing.assert_allclose(got[1], other, atol=1e-6, err_msg=name)
+    np.testing.assert_allclose(got[0], out, atol=atol, err_msg=name)
+    np.testing.assert_allclose(got[1], other, atol=atol, err_msg=name)

@@ -38,7 +38,7 @@ __all__ = [
     "adjust_gamma", "sample_gamma", "random_gamma",
     "enhance_brightness", "enhance_contrast", "enhance_color",
     "normalize", "color_affine", "sample_color_affine", "Normalize",
-    "sample_apply", "maybe_apply", "split_seed", "xla",
+    "sample_apply", "maybe_apply", "split_seed", "xla", "Levels",
 ]
 
 
@@ -52,7 +52,7 @@ def _check_image(image: tf.Tensor) -> tf.Tensor:
     return image
 
 
-class _Levels:
+class Levels:
     """A uint8 image carried as integer-valued float32 0..255 between the kernels of
     one chain (`tfpipe.pipeline.fast.FusedPixel`'s plain-TF twin, uint8 output).
 
@@ -72,7 +72,7 @@ def _as_float(image: tf.Tensor) -> tuple[tf.Tensor, float]:
 
     Working on the 0..255 scale for uint8 saves a full multiply pass in and out.
     """
-    if isinstance(image, _Levels):
+    if isinstance(image, Levels):
         return image.x, 255.0
     image = _check_image(image)
     if image.dtype == tf.uint8:
@@ -82,8 +82,8 @@ def _as_float(image: tf.Tensor) -> tuple[tf.Tensor, float]:
 
 def _restore(x: tf.Tensor, dtype: tf.DType) -> tf.Tensor:
     """Back to the input dtype: uint8 rounded + saturated, float32 clipped to [0,1]."""
-    if isinstance(dtype, str) and dtype == _Levels.dtype:
-        return _Levels(tf.clip_by_value(tf.round(x), 0.0, 255.0))
+    if isinstance(dtype, str) and dtype == Levels.dtype:
+        return Levels(tf.clip_by_value(tf.round(x), 0.0, 255.0))
     if dtype == tf.uint8:
         return tf.cast(tf.clip_by_value(tf.round(x), 0.0, 255.0), tf.uint8)
     return tf.clip_by_value(x, 0.0, 1.0)
@@ -229,7 +229,7 @@ def random_brightness(image, seed, max_delta: float, p: float = 1.0) -> tf.Tenso
 # --------------------------------------------------------------------------- contrast
 def _levels_valued(image) -> bool:
     """uint8 input, or uint8 levels carried as float32: exact integer data."""
-    return isinstance(image, _Levels) or tf.convert_to_tensor(image).dtype == tf.uint8
+    return isinstance(image, Levels) or tf.convert_to_tensor(image).dtype == tf.uint8
 
 
 def _pairwise_sum(x: tf.Tensor) -> tf.Tensor:

@@ -71,6 +71,19 @@ def _bernoulli(seed: tf.Tensor, p: float) -> tf.Tensor:
     return _uniform(seed, 0.0, 1.0) < p
 
 
+def split_seeds(seed: tf.Tensor, num: int) -> tf.Tensor:
+    """`num` child seeds [num, 2] of a seed (rows [n, 2] -> [n, num, 2]): the split the
+    geometric samplers make, for callers that draw the same numbers (the pipeline's
+    per-block plan)."""
+    return _split_seed(seed, num)
+
+
+def bernoulli(seed: tf.Tensor, p: float) -> tf.Tensor:
+    """True with probability p from `seed` (or one bool per row of seeds [n, 2]): the
+    coin every geometric sampler's `p` uses."""
+    return _bernoulli(seed, p)
+
+
 def image_size(image: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
     """(height, width) as int32 scalars of an [H,W,C] or [B,H,W,C] image (static when known)."""
     shape = tf.shape(image)

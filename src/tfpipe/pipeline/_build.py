@@ -24,7 +24,7 @@ from typing import Any
 import tensorflow as tf
 
 from tfpipe import seeds
-from tfpipe.errors import ConfigError
+from tfpipe.errors import ConfigError, TfpipeError
 from tfpipe.pipeline import _classify
 from tfpipe.pipeline._errors import guarded_map as isolate
 from tfpipe.pipeline._errors import planned
@@ -147,7 +147,23 @@ def epochs_from(first: int, per_epoch: Any, counter: EpochCounter | None = None
     """A dataset whose n-th iteration is `per_epoch(first + n)` (epoch a tensor)."""
     counter = counter or EpochCounter()
     start = tf.data.Dataset.from_tensors(tf.constant(first, tf.int64))
-    ds = start.map(counter.next_epoch).flat_map(per_epoch)
+    raised: list[TfpipeError] = []
+
+    def epoch_pipeline(e: tf.Tensor) -> tf.data.Dataset:
+        try:
+            return per_epoch(e)
+        except TfpipeError as exc:  # a config error found while tracing
+            raised.append(exc)
+            raise
+
+    try:
+        ds = start.map(counter.next_epoch).flat_map(epoch_pipeline)
+    except Exception:
+        # flat_map traces the function and wraps what it raises (StagingError):
+        # the user gets our error, naming the key, not a trace through autograph
+        if raised:
+            raise raised[0] from None
+        raise
     ds._tfpipe_epoch_counter = counter  # noqa: SLF001 - keep the table alive with the dataset
     return ds
 

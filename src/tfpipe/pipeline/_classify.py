@@ -36,7 +36,7 @@ from tfpipe.pipeline._decode import decode_full, decode_window, resize_uint8
 from tfpipe.pipeline._settings import Op, Settings
 from tfpipe.pipeline._source import IMAGE_KEY, LABEL_KEY
 from tfpipe.augment import color
-from tfpipe.augment.geometry import _bernoulli, _split_seed
+from tfpipe.augment.geometry import bernoulli, split_seeds
 from tfpipe.pipeline.fast import FUSABLE, FusedPixel, fusable, jit_normalize
 
 PIXEL_BASE = 1000
@@ -49,7 +49,7 @@ def coin(seed: tf.Tensor, p: float) -> tf.Tensor:
     of op seeds [n, 2])."""
     if p >= 1.0:
         return tf.constant(True)
-    return _bernoulli(seeds.fold(seed, COIN_TAG), p)
+    return bernoulli(seeds.fold(seed, COIN_TAG), p)
 
 
 def batch_enabled(epoch_seed: tf.Tensor, global_batch: tf.Tensor, rate: float) -> tf.Tensor:
@@ -58,7 +58,7 @@ def batch_enabled(epoch_seed: tf.Tensor, global_batch: tf.Tensor, rate: float) -
         return tf.constant(True)
     if rate <= 0.0:
         return tf.constant(False)
-    return _bernoulli(seeds.op_seed(seeds.batch_seed(epoch_seed, global_batch), ENABLE_OP), rate)
+    return bernoulli(seeds.op_seed(seeds.batch_seed(epoch_seed, global_batch), ENABLE_OP), rate)
 
 
 def _pair(op: Op, key: str, default: tuple[float, float]) -> tuple[float, float]:
@@ -195,8 +195,8 @@ class Classify:
             if op.p < 1.0:
                 out["_crop_on"] = coin(s0, op.p)
         if self.fast_flip:  # = random_flip's horizontal draw
-            flip_seed = _split_seed(seeds.fold(base, 1), 2)[:, 0]
-            out["_flip"] = _bernoulli(flip_seed, self.geometry[1].p)
+            flip_seed = split_seeds(seeds.fold(base, 1), 2)[:, 0]
+            out["_flip"] = bernoulli(flip_seed, self.geometry[1].p)
         return out
 
     # ------------------------------------------------------------------ L1 + L2

@@ -112,17 +112,17 @@ class FusedPixel:
         """The pure-TF twin of the native chain: the color kernels, in config order.
 
         uint8 mode carries integer-valued float32 levels between the ops
-        (`color._Levels`): the same rounded values without an f32 -> u8 -> f32 round
+        (`color.Levels`): the same rounded values without an f32 -> u8 -> f32 round
         trip per op."""
         y = tf.cast(x, tf.float32)
-        y = y * (1.0 / 255.0) if to_float else color._Levels(y)
+        y = y * (1.0 / 255.0) if to_float else color.Levels(y)
         for j, op in enumerate(self.ops):
             out = self._kernels[j](y, params[:, j])
             if op.p < 1.0:
                 if to_float:
                     out = color.maybe_apply(apply[:, j], out, y)
                 else:
-                    out = color._Levels(color.maybe_apply(apply[:, j], out.x, y.x))
+                    out = color.Levels(color.maybe_apply(apply[:, j], out.x, y.x))
             y = out
         if not to_float:
             y = tf.cast(y.x, tf.uint8)  # exact: integer values in [0, 255]

@@ -1,0 +1,121 @@
+"""The package table of DESIGN.md / docs/architecture.md, checked on the source.
+
+Every `import tfpipe.X` / `from tfpipe.X import ...` inside `src/tfpipe/<pkg>/`
+must point at a package that `<pkg>` may import, and a name imported from
+another package must be public (no leading underscore, imported from the
+package or one of its public modules). Reading the source with `ast` (no
+import) keeps the check independent of what happens to be loaded.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+SRC = Path(__file__).resolve().parents[1] / "src" / "tfpipe"
+
+LEAVES = {"errors", "system", "native", "sample_data", "_tf", "_version", "envinfo"}
+# package -> the internal packages it may import (besides itself and the leaves)
+ALLOWED: dict[str, set[str]] = {
+    "seeds": set(),
+    "records": {"seeds"},
+    "features": {"records"},
+    "convert": {"records", "features"},
+    "augment": {"seeds"},
+    "config": set(),
+    "pipeline": {"records", "augment", "features", "seeds", "config"},
+    "train": {"pipeline", "config"},
+    "export": {"pipeline", "augment", "features", "config"},
+    "service": {"pipeline"},
+    "doctor": {"pipeline", "config"},
+    "bench": {"pipeline", "train", "records", "config", "doctor"},
+}
+for leaf in LEAVES:
+    ALLOWED.setdefault(leaf, set())
+
+
+def _package_of(path: Path) -> str:
+    rel = path.relative_to(SRC)
+    return rel.parts[0].removesuffix(".py") if len(rel.parts) > 1 or rel.suffix else ""
+
+
+def _private(name: str) -> bool:
+    return name.startswith("_") and not (name.startswith("__") and name.endswith("__"))
+
+
+def _imports(path: Path) -> list[tuple[int, str, list[str]]]:
+    """(line, dotted module under tfpipe, names imported from it), plus each
+    `alias._name` attribute use of a name those imports bound (as a pseudo
+    import of `module.alias._name`)."""
+    tree = ast.parse(path.read_text(), str(path))
+    out = []
+    bound: dict[str, str] = {}  # local name -> dotted tfpipe module (or module.name)
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for a in node.names:
+                if a.name.startswith("tfpipe."):
+                    out.append((node.lineno, a.name, []))
+                    if a.asname:
+                        bound[a.asname] = a.name
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module \
+                and (node.module == "tfpipe" or node.module.startswith("tfpipe.")):
+            out.append((node.lineno, node.module, [a.name for a in node.names]))
+            for a in node.names:
+                bound[a.asname or a.name] = f"{node.module}.{a.name}"
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) \
+                and node.value.id in bound and _private(node.attr):
+            out.append((node.lineno, bound[node.value.id], [node.attr]))
+    return out
+
+
+def _violations() -> list[str]:
+    bad = []
+    for path in sorted(SRC.rglob("*.py")):
+        pkg = _package_of(path)
+        if pkg in ("", "__init__", "__main__", "cli"):
+            continue  # the top-level lazy surface and the CLI may use everything
+        allowed = ALLOWED.get(pkg)
+        where = path.relative_to(SRC.parent)
+        if allowed is None:
+            bad.append(f"{where}: package {pkg!r} is not in the DESIGN.md table")
+            continue
+        for line, module, names in _imports(path):
+            parts = module.split(".")
+            if len(parts) == 1:  # `from tfpipe import seeds, augment`
+                targets = [(n, []) for n in names]
+            else:
+                targets = [(parts[1], parts[2:] + names)]
+            for target, rest in targets:
+                if target == pkg:
+                    continue
+                if target not in allowed and target not in LEAVES:
+                    bad.append(f"{where}:{line}: {pkg} imports tfpipe.{target} "
+                               f"(allowed: {sorted(allowed) or 'leaves only'})")
+                elif target not in ("_tf", "_version") and any(_private(p) for p in rest):
+                    bad.append(f"{where}:{line}: {pkg} uses private "
+                               f"tfpipe.{target}.{'.'.join(rest)}")
+    return bad
+
+
+def test_checker_sees_a_violation(tmp_path: Path) -> None:
+    """The checker itself: a forbidden and a private import are both reported."""
+    fake = tmp_path / "tfpipe"
+    (fake / "augment").mkdir(parents=True)
+    (fake / "augment" / "x.py").write_text(
+        "from tfpipe.pipeline import build_pipeline\nfrom tfpipe.seeds._rows import f\n"
+        "from tfpipe import seeds as sd\nsd._hidden(1)\n")
+    global SRC
+    old, SRC = SRC, fake
+    try:
+        found = _violations()
+    finally:
+        SRC = old
+    assert any("imports tfpipe.pipeline" in v for v in found), found
+    assert any("private tfpipe.seeds._rows" in v for v in found), found
+    assert any("private tfpipe.seeds._hidden" in v for v in found), found
+
+
+def test_imports_follow_the_package_table() -> None:
+    bad = _violations()
+    assert not bad, "imports that break DESIGN.md's package table:\n" + "\n".join(bad)
