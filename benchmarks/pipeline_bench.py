@@ -58,10 +58,7 @@ def pipeline_map_parallelism(cfg) -> int:
     """The per-sample map parallelism tfpipe's pipeline uses for `cfg`."""
     import tfpipe.pipeline as P
 
-    fn = getattr(P, "map_parallelism", None)
-    if fn is None:  # not exported by tfpipe.pipeline yet: the pipeline's own function
-        from tfpipe.pipeline._options import map_parallelism as fn
-    return int(fn(P.settings(cfg)))
+    return int(P.map_parallelism(P.settings(cfg)))
 
 
 REF = "decode only (full decode_jpeg, tfpipe threading)"

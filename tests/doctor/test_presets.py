@@ -18,3 +18,24 @@ def test_preset_is_clean(preset, converted):
         findings = doctor.check_config(cfg, split=split)
         loud = [(f.rule, f.severity, f.op, f.message) for f in findings if f.severity != "info"]
         assert loud == [], f"{preset} ({split})"
+
+
+def test_doctor_reads_the_epoch_inside_a_train_dataset(converted):
+    """A train dataset runs each epoch inside a flat_map (one epoch per iteration);
+    doctor must still see the per-sample maps, not only that wrapper."""
+    from tfpipe import build_pipeline
+    from tfpipe.doctor._graph import PipelineGraph
+    from tfpipe.pipeline import one_epoch_view
+
+    cfg = load_config("imagenet", {"data.path": converted["classification"]})
+    ds = build_pipeline(cfg, split="train")
+    wrapper = [n.op for n in PipelineGraph.from_dataset(ds).chain]
+    assert "FlatMapDataset" in wrapper and "ParallelMapDatasetV2" not in wrapper
+    view = one_epoch_view(ds)
+    assert view is not None and one_epoch_view(build_pipeline(cfg, split="val")) is None
+    inner = [n.op for n in PipelineGraph.from_dataset(view).chain]
+    assert "ParallelMapDatasetV2" in inner and "FlatMapDataset" not in inner
+    # what doctor reports on the dataset is what it reports on the epoch it runs
+    rules = sorted((f.rule, f.function) for f in doctor.check(ds))
+    assert rules == sorted((f.rule, f.function) for f in doctor.check(view))
+    assert any(f.rule == "unbatched-parse" for f in doctor.check(ds)), rules

@@ -50,6 +50,10 @@ def check(dataset: tf.data.Dataset, *, batch_size_hint: int | None = None,
     unknown = sorted(set(ignore) - set(RULES))
     if unknown:
         raise ValueError(f"unknown doctor rule id(s) {unknown}; known: {sorted(RULES)}")
+    from tfpipe.pipeline import one_epoch_view
+
+    # a tfpipe train dataset runs each epoch inside a flat_map; read the epoch itself
+    dataset = one_epoch_view(dataset) or dataset
     options = dataset.options()
     if ram_budget_bytes is None:
         ram_budget_bytes = options.autotune.ram_budget or system.available_memory_bytes() // 2

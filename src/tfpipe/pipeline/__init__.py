@@ -1,10 +1,10 @@
 """`build_pipeline`: config -> reproducible, fast `tf.data.Dataset` (docs/pipeline.md)."""
 
-from tfpipe.pipeline._build import STAGES, build_pipeline, build_stages
+from tfpipe.pipeline._build import STAGES, build_pipeline, build_stages, one_epoch_view
 from tfpipe.pipeline._errors import framing_losses, reset_skipped_counts, skipped_counts
 from tfpipe.pipeline._materialize import MARKER as MATERIALIZED_MARKER
 from tfpipe.pipeline._materialize import materialize
-from tfpipe.pipeline._options import options
+from tfpipe.pipeline._options import map_parallelism, options
 from tfpipe.pipeline._settings import Settings, settings
 
 __all__ = [
@@ -13,7 +13,9 @@ __all__ = [
     "Settings",
     "build_pipeline",
     "build_stages",
+    "map_parallelism",
     "materialize",
+    "one_epoch_view",
     "options",
     "framing_losses",
     "reset_skipped_counts",

@@ -288,8 +288,37 @@ def build_pipeline(config: Any, split: str = "train", epoch: int = 0, worker: An
     from tfpipe.pipeline import _materialize
 
     ds = _materialize.open_materialized(s, split, epoch, _worker(worker))
-    if ds is None:
+    live = ds is None
+    if live:
         ds = _live(s, split, epoch, worker, keep_index)
+    out = _finish(ds, s, as_supervised)
+    if live and split in TRAIN_SPLITS:
+        # what one iteration runs, without the epoch counter's flat_map: for tools
+        # that read the graph (doctor), which would otherwise see only the wrapper
+        out._tfpipe_one_epoch = lambda: _finish(  # noqa: SLF001 - read by one_epoch_view
+            _one_epoch(s, split, epoch, worker, keep_index), s, as_supervised)
+    return out
+
+
+def one_epoch_view(dataset: tf.data.Dataset) -> tf.data.Dataset | None:
+    """For a train dataset returned by `build_pipeline`: the same pipeline for its
+    first epoch built directly (no per-iteration epoch counter and `flat_map`), so a
+    tool that reads the dataset graph (doctor) sees every stage. None for any other
+    dataset (eval splits, materialized data, or a dataset transformed after
+    `build_pipeline`: those graphs already are what runs)."""
+    make = getattr(dataset, "_tfpipe_one_epoch", None)
+    return make() if callable(make) else None
+
+
+def _one_epoch(s: Settings, split: str, epoch: int, worker: Any, keep_index: bool
+               ) -> tf.data.Dataset:
+    src, files, wk = _source(s, split, worker)
+    records = _cache(_records(s, split, src, files, wk), s, split, files, wk, "records")
+    return _assemble(s, split, epoch, wk, src, files, records, keep_index, False)[-1][1]
+
+
+def _finish(ds: tf.data.Dataset, s: Settings, as_supervised: bool) -> tf.data.Dataset:
+    """as_supervised, options and the final prefetch (the same for every path)."""
     if as_supervised:
         if s.task == "detection":
             ds = ds.map(lambda e: (e["image"], {k: v for k, v in e.items() if k != "image"}))
