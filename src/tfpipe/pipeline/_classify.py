@@ -37,7 +37,7 @@ from tfpipe.pipeline._settings import Op, Settings
 from tfpipe.pipeline._source import IMAGE_KEY, LABEL_KEY
 from tfpipe.augment import color
 from tfpipe.augment.geometry import bernoulli, split_seeds
-from tfpipe.pipeline.fast import FUSABLE, FusedPixel, fusable, jit_normalize
+from tfpipe.pipeline.fast import FUSABLE, FusedPixel, fusable, normalizer
 
 PIXEL_BASE = 1000
 ENABLE_OP = 0x656E61626C65  # "enable"
@@ -147,9 +147,9 @@ class Classify:
         self.pixel_fns = [] if self.fused else [pixel_fn(op) for op in self.pixel]
         # resolved here, not inside the traced functions (autograph would trace importlib)
         self.to_one_hot = aug("to_one_hot")
-        # XLA-compiled: plain-TF normalize of a batch costs ~0.5-0.9 ms/img here,
-        # compiled ~0.1 (docs/performance.md). Same formula, float rounding only.
-        self.normalize = jit_normalize(s.mean, s.std)
+        # one native pass over the batch (plain-TF normalize costs ~10x more:
+        # docs/performance.md); the same bits either way, on every host
+        self.normalize = normalizer(s.mean, s.std)
         self.mixers = [aug(op.name) for op in self.batch_ops]
         for op in self.batch_ops if s.task == "classification" else []:
             if op.name not in ("mixup", "cutmix"):

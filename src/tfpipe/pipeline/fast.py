@@ -61,10 +61,6 @@ def normalizer(mean: Sequence[float], std: Sequence[float]) -> Callable[[tf.Tens
     return run
 
 
-def jit_normalize(mean: Sequence[float], std: Sequence[float]) -> Callable[[tf.Tensor], tf.Tensor]:
-    """Old name of `normalizer` (kept for callers; nothing is XLA-compiled any more)."""
-    return normalizer(mean, std)
-
 
 def fusable(ops: Sequence[Op]) -> bool:
     return bool(ops) and all(op.name in FUSABLE for op in ops)
