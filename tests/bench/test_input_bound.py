@@ -86,8 +86,9 @@ def test_slow_pipeline_is_input_bound_fast_one_is_not() -> None:
     assert s.verdict().startswith("input-bound"), s
     assert s.input_wait_fraction > 0.5, s
     # The model's own step time swings with the load of a shared machine between
-    # the cached and the fed phase; the best of three runs is the pipeline's.
-    f = min((input_bound_dataset(model, fast, steps=12, warmup=2) for _ in range(3)),
+    # the cached and the fed phase (seen: 0.26 once with another test process and a
+    # benchmark on the 2 cores); the best of five runs is the pipeline's.
+    f = min((input_bound_dataset(model, fast, steps=12, warmup=2) for _ in range(5)),
             key=lambda r: r.input_wait_fraction)
     assert f.input_wait_fraction < 0.25, f
     assert not f.verdict().startswith("input-bound"), f
