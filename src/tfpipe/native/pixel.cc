@@ -14,7 +14,7 @@
 //   color._pairwise_sum (pad to a power of two with zeros, add the upper half
 //   to the lower half until one value is left): the same pairs added in the
 //   same order in both;
-// - tf.round is round half to even (RoundEven below, no libm call);
+// - tf.round is round half to even (Levels below, no libm call);
 // - threads: a batch is sharded over the CPU worker pool by whole images, and
 //   each image is computed by one thread in a fixed order, so the result does
 //   not depend on the thread count.
@@ -84,35 +84,37 @@ namespace {
 
 enum class Kind { kBrightness, kContrast, kSaturation };
 
-// tf.round (half to even) without a libm call (SSE2 has no roundps); keeps the
-// sign of a result that rounds to zero, as rint does.
-// Branch-free, so the loops vectorize.
-inline float RoundEven(float v) {
-  const float a = std::fabs(v);
-  float r = (a + 8388608.0f) - 8388608.0f;
-  r = a < 8388608.0f ? r : a;  // >= 2^23: already an integer (inf and NaN stay)
-  return std::copysign(r, v);
-}
-
 // tf.clip_by_value(v, lo, hi) = maximum(minimum(v, hi), lo)
 inline float Clip(float v, float lo, float hi) {
   v = v < hi ? v : hi;
   return v > lo ? v : lo;
 }
 
+// A levels op's result: tf.round (half to even) then the clip to [0, 255], computed
+// as the clip then the rounding, which gives the same bits for every v: NaN and
+// v >= 255 give 255, v <= 0 (-0, -inf) gives +0, and on (0, 255) both are
+// (v + 2^23) - 2^23, the round half to even of a float below 2^23 (SSE2 has no
+// roundps; no libm call).
+inline float Levels(float v) { return (Clip(v, 0.0f, 255.0f) + 8388608.0f) - 8388608.0f; }
+
+// an op's output: levels, or the float chain's clip to [0, 1]
+template <bool kLevels>
+inline float Out(float v) {
+  return kLevels ? Levels(v) : Clip(v, 0.0f, 1.0f);
+}
+
 #if defined(__SSE2__)
 // The same operations on 4 lanes (SSE2 is the x86-64 baseline, so no dispatch):
 // minps(a, b) = a < b ? a : b and maxps(a, b) = a > b ? a : b, as Clip and the
 // saturation's max/min are written; each lane is the scalar result.
-inline __m128 RoundEven4(__m128 v) {
-  const __m128 sign = _mm_set1_ps(-0.0f), big = _mm_set1_ps(8388608.0f);
-  const __m128 a = _mm_andnot_ps(sign, v);
-  __m128 r = _mm_sub_ps(_mm_add_ps(a, big), big);
-  const __m128 small = _mm_cmplt_ps(a, big);
-  r = _mm_or_ps(_mm_and_ps(small, r), _mm_andnot_ps(small, a));
-  return _mm_or_ps(r, _mm_and_ps(sign, v));  // copysign(r, v): r has no sign bit
-}
 inline __m128 Clip4(__m128 v, __m128 lo, __m128 hi) { return _mm_max_ps(_mm_min_ps(v, hi), lo); }
+
+template <bool kLevels>
+inline __m128 Out4(__m128 v) {
+  if (!kLevels) return Clip4(v, _mm_setzero_ps(), _mm_set1_ps(1.0f));
+  const __m128 big = _mm_set1_ps(8388608.0f);
+  return _mm_sub_ps(_mm_add_ps(Clip4(v, _mm_setzero_ps(), _mm_set1_ps(255.0f)), big), big);
+}
 #endif
 
 // Pixels per block. Every pass works block by block on interleaved values
@@ -221,54 +223,36 @@ void AccInt(const float* __restrict x, int64_t len, int32_t* __restrict acc) {
 // brightness: x + d, clipped (levels: rounded first)
 template <bool kLevels>
 void Brightness(float* __restrict x, int64_t len, float d) {
-  const float lo = 0.0f, hi = kLevels ? 255.0f : 1.0f;
   int64_t e = 0;
 #if defined(__SSE2__)
-  const __m128 lo4 = _mm_set1_ps(lo), hi4 = _mm_set1_ps(hi), d4 = _mm_set1_ps(d);
-  for (; e + 4 <= len; e += 4) {
-    __m128 v = _mm_add_ps(_mm_loadu_ps(x + e), d4);
-    if (kLevels) v = RoundEven4(v);
-    _mm_storeu_ps(x + e, Clip4(v, lo4, hi4));
-  }
+  const __m128 d4 = _mm_set1_ps(d);
+  for (; e + 4 <= len; e += 4) _mm_storeu_ps(x + e, Out4<kLevels>(_mm_add_ps(_mm_loadu_ps(x + e), d4)));
 #endif
-  for (; e < len; ++e) {
-    float v = x[e] + d;
-    if (kLevels) v = RoundEven(v);
-    x[e] = Clip(v, lo, hi);
-  }
+  for (; e < len; ++e) x[e] = Out<kLevels>(x[e] + d);
 }
 
 // contrast: (x - m) * f + m, clipped (levels: rounded first); m[e]: the mean of
 // element e's channel
 template <bool kLevels>
 void Contrast(float* __restrict x, int64_t len, const float* __restrict m, float f) {
-  const float lo = 0.0f, hi = kLevels ? 255.0f : 1.0f;
   int64_t e = 0;
 #if defined(__SSE2__)
-  const __m128 lo4 = _mm_set1_ps(lo), hi4 = _mm_set1_ps(hi), f4 = _mm_set1_ps(f);
+  const __m128 f4 = _mm_set1_ps(f);
   for (; e + 4 <= len; e += 4) {
     const __m128 m4 = _mm_loadu_ps(m + e);
-    __m128 v = _mm_add_ps(_mm_mul_ps(_mm_sub_ps(_mm_loadu_ps(x + e), m4), f4), m4);
-    if (kLevels) v = RoundEven4(v);
-    _mm_storeu_ps(x + e, Clip4(v, lo4, hi4));
+    _mm_storeu_ps(x + e, Out4<kLevels>(_mm_add_ps(_mm_mul_ps(_mm_sub_ps(_mm_loadu_ps(x + e), m4), f4), m4)));
   }
 #endif
-  for (; e < len; ++e) {
-    float v = (x[e] - m[e]) * f + m[e];
-    if (kLevels) v = RoundEven(v);
-    x[e] = Clip(v, lo, hi);
-  }
+  for (; e < len; ++e) x[e] = Out<kLevels>((x[e] - m[e]) * f + m[e]);
 }
 
 // saturation of px interleaved RGB pixels: v - q * (v - x), q = min(f, v / chroma)
 // (0 where chroma is 0), clipped (levels: rounded first)
 template <bool kLevels>
 void Saturation3(float* __restrict x, int64_t px, float f) {
-  const float lo = 0.0f, hi = kLevels ? 255.0f : 1.0f;
   int64_t i = 0;
 #if defined(__SSE2__)
   const __m128 zero = _mm_setzero_ps(), one = _mm_set1_ps(1.0f), f4 = _mm_set1_ps(f);
-  const __m128 lo4 = _mm_set1_ps(lo), hi4 = _mm_set1_ps(hi);
   for (; i + 4 <= px; i += 4) {
     float* q3 = x + 3 * i;
     // 4 pixels (r0 g0 b0 r1) (g1 b1 r2 g2) (b2 r3 g3 b3) -> r, g, b (moves only)
@@ -288,17 +272,9 @@ void Saturation3(float* __restrict x, int64_t px, float f) {
     const __m128 q = _mm_andnot_ps(isz, _mm_div_ps(mx, den));
     __m128 fq = _mm_min_ps(f4, q);
     fq = _mm_and_ps(_mm_cmpgt_ps(chroma, zero), fq);
-    __m128 o0 = _mm_sub_ps(mx, _mm_mul_ps(fq, _mm_sub_ps(mx, x0)));
-    __m128 o1 = _mm_sub_ps(mx, _mm_mul_ps(fq, _mm_sub_ps(mx, x1)));
-    __m128 o2 = _mm_sub_ps(mx, _mm_mul_ps(fq, _mm_sub_ps(mx, x2)));
-    if (kLevels) {
-      o0 = RoundEven4(o0);
-      o1 = RoundEven4(o1);
-      o2 = RoundEven4(o2);
-    }
-    o0 = Clip4(o0, lo4, hi4);
-    o1 = Clip4(o1, lo4, hi4);
-    o2 = Clip4(o2, lo4, hi4);
+    const __m128 o0 = Out4<kLevels>(_mm_sub_ps(mx, _mm_mul_ps(fq, _mm_sub_ps(mx, x0))));
+    const __m128 o1 = Out4<kLevels>(_mm_sub_ps(mx, _mm_mul_ps(fq, _mm_sub_ps(mx, x1))));
+    const __m128 o2 = Out4<kLevels>(_mm_sub_ps(mx, _mm_mul_ps(fq, _mm_sub_ps(mx, x2))));
     // r, g, b -> interleaved (moves only)
     const __m128 rg_lo = _mm_unpacklo_ps(o0, o1), rg_hi = _mm_unpackhi_ps(o0, o1);
     const __m128 gb_lo = _mm_unpacklo_ps(o1, o2), gb_hi = _mm_unpackhi_ps(o1, o2);
@@ -322,15 +298,9 @@ void Saturation3(float* __restrict x, int64_t px, float f) {
     const float q = chroma == 0.0f ? 0.0f : q0;
     float fq = f < q ? f : q;  // minimum(factor, q)
     fq = chroma > 0.0f ? fq : 0.0f;
-    float o0 = mx - fq * (mx - x0), o1 = mx - fq * (mx - x1), o2 = mx - fq * (mx - x2);
-    if (kLevels) {
-      o0 = RoundEven(o0);
-      o1 = RoundEven(o1);
-      o2 = RoundEven(o2);
-    }
-    p[0] = Clip(o0, lo, hi);
-    p[1] = Clip(o1, lo, hi);
-    p[2] = Clip(o2, lo, hi);
+    p[0] = Out<kLevels>(mx - fq * (mx - x0));
+    p[1] = Out<kLevels>(mx - fq * (mx - x1));
+    p[2] = Out<kLevels>(mx - fq * (mx - x2));
   }
 }
 
