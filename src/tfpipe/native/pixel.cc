@@ -9,12 +9,15 @@
 //   ops give the same bits at any vector width; the build has no -march and
 //   -ffp-contract=off (build.py), so no FMA changes a rounding;
 // - the only reduction, contrast's per-image channel mean, is either an exact
-//   integer sum (uint8 levels: int64, divided in double, rounded once to float)
+//   integer sum (uint8 levels: int32 per element of a block, then int64; divided
+//   in double, rounded once to float)
 //   or, for a float intermediate, the pairwise halving tree of
 //   color._pairwise_sum (pad to a power of two with zeros, add the upper half
 //   to the lower half until one value is left): the same pairs added in the
 //   same order in both;
-// - tf.round is round half to even (Levels below, no libm call);
+// - tf.round is round half to even; a levels op's round-then-clip is computed as
+//   clip-then-round, which gives the same bits for every value (Levels below, no
+//   libm call);
 // - threads: a batch is sharded over the CPU worker pool by whole images, and
 //   each image is computed by one thread in a fixed order, so the result does
 //   not depend on the thread count.
