@@ -151,3 +151,40 @@ def test_hue_and_gamma_chains_run_in_plain_tf():
     ops = [Op("brightness", params={"max_delta": 0.4}), Op("hue", params={"max_delta": 0.1})]
     assert not FusedPixel(ops, MEAN, STD).native()
     assert not NP.usable(["brightness", "gamma"])
+
+
+@needs_native
+@pytest.mark.parametrize("to_float", [True, False])
+def test_chain_bit_identical_with_extreme_params(to_float):
+    """Parameters far outside the configured ranges: most values land on (or cross)
+    the clip bounds, where the levels' round-then-clip order matters (-0.5 < v < 0,
+    v > 255.5), and negative factors flip the sign of (x - m)."""
+    ops = [Op("brightness", params={"max_delta": 0.4}),
+           Op("contrast", params={"lower": 0.6, "upper": 1.4}),
+           Op("saturation", params={"lower": 0.6, "upper": 1.4}),
+           Op("contrast", params={"lower": 0.6, "upper": 1.4})]
+    images = _photos(8, 31, 45, seed=5)
+    rng = np.random.default_rng(11)
+    params = np.stack([rng.uniform(-3, 3, 8), rng.uniform(-40, 40, 8), rng.uniform(-5, 60, 8),
+                       rng.uniform(-2, 2, 8)], 1).astype(np.float32)
+    params[0] = [-0.0015, 0.999, 1.0, 0.0]  # rounding near 0: -0.5 < v < 0
+    params[1] = [1.002, 1e30, 0.0, 1.0]
+    apply = np.ones_like(params, dtype=bool)
+    for normalize in (False, True):
+        got, ref = _both(ops, images, params, apply, to_float, normalize)
+        np.testing.assert_array_equal(got.view(np.uint8), ref.view(np.uint8))
+
+
+@needs_native
+def test_no_ops_uint8_in_float_chain_normalizes_x01():
+    """ops=[] with to_float: the uint8 input is scaled to [0, 1] before normalize, as
+    in the twin (the old normalize-alone fast path left the 1/255 out)."""
+    images = _photos(3, 20, 24)
+    empty = tf.zeros([3, 0], tf.float32)
+    got = NP.pixel_chain(tf.constant(images), empty, tf.cast(empty, tf.bool), [], [],
+                         to_float=True, normalize=True, mean=MEAN, std=STD).numpy()
+    ref = FusedPixel([], MEAN, STD)._chain(tf.constant(images), empty, tf.cast(empty, tf.bool),
+                                           True, True).numpy()
+    np.testing.assert_array_equal(got.view(np.uint8), ref.view(np.uint8))
+    oracle = (images / 255.0 - np.array(MEAN)) / np.array(STD)
+    np.testing.assert_allclose(got, oracle, rtol=0, atol=2e-6)
