@@ -63,6 +63,15 @@ def status() -> dict[str, Any]:
     return {"active": True, "detail": _state["path"]}
 
 
+def unavailable(kernel: str, source: str) -> RuntimeError:
+    """The error a wrapper raises when its kernel cannot run: why (disabled, not
+    built, not loadable) or, when the library loads, that it predates `source`."""
+    st = status()
+    why = st["detail"] if not st["active"] else \
+        f"{st['detail']} predates {source} (rebuild: `python -m tfpipe.native build`)"
+    return RuntimeError(f"tfpipe.native {kernel} unavailable: {why}")
+
+
 def resize_bilinear_u8(image: tf.Tensor, size: tuple[int, int],
                        flip: tf.Tensor | bool = False) -> tf.Tensor:
     """Native resize: uint8 [h,w,c] -> [H,W,c], = `round(tf.image.resize(bilinear))`

@@ -49,10 +49,7 @@ def affine_warp(image: tf.Tensor, transforms: tf.Tensor,
     if fill_mode not in FILL_MODES:
         raise ValueError(f"fill_mode must be one of {list(FILL_MODES)}, got {fill_mode!r}")
     if not available():
-        st = native.status()
-        why = st["detail"] if not st["active"] else f"{st['detail']} predates affine.cc " \
-            "(rebuild: `python -m tfpipe.native build`)"
-        raise RuntimeError(f"tfpipe.native affine kernel unavailable: {why}")
+        raise native.unavailable("affine kernel", "affine.cc")
     module = native.load()
     image = tf.convert_to_tensor(image)
     if image.dtype not in DTYPES:

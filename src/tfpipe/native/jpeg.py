@@ -55,10 +55,7 @@ def decode_jpeg_strict(contents: tf.Tensor, channels: int = 0,
     if channels not in (0, 1, 3):
         raise ValueError(f"channels must be 0, 1 or 3, got {channels!r}")
     if not available():
-        st = native.status()
-        why = st["detail"] if not st["active"] else f"{st['detail']} predates " \
-            "jpeg_strict.cc (rebuild: `python -m tfpipe.native build`)"
-        raise RuntimeError(f"tfpipe.native strict JPEG decode unavailable: {why}")
+        raise native.unavailable("strict JPEG decode", "jpeg_strict.cc")
     module = native.load()
     if window is None:
         return module.tfpipe_decode_jpeg_strict(contents, tf.zeros([4], tf.int32),

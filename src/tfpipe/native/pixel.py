@@ -40,10 +40,7 @@ def pixel_chain(images: tf.Tensor, params: tf.Tensor, apply: tf.Tensor, ops: Seq
     if bad:
         raise ValueError(f"pixel_chain: ops must be in {list(OPS)}, got {bad}")
     if not available():
-        st = native.status()
-        why = st["detail"] if not st["active"] else f"{st['detail']} predates pixel.cc " \
-            "(rebuild: `python -m tfpipe.native build`)"
-        raise RuntimeError(f"tfpipe.native pixel chain unavailable: {why}")
+        raise native.unavailable("pixel chain", "pixel.cc")
     images = tf.convert_to_tensor(images)
     out_dtype = tf.float32 if (to_float or normalize) else tf.uint8
     return native.load().tfpipe_pixel_chain(

@@ -38,10 +38,7 @@ def available() -> bool:
 def walk(path: tf.Tensor | str, offset: tf.Tensor | int, index: tf.Tensor | int = 0) -> Walk:
     """Walk `path` from the frame start `offset` (record ordinal `index`) to its end."""
     if not available():
-        st = native.status()
-        why = st["detail"] if not st["active"] else f"{st['detail']} predates " \
-            "tfrecord_walk.cc (rebuild: `python -m tfpipe.native build`)"
-        raise RuntimeError(f"tfpipe.native TFRecord walk unavailable: {why}")
+        raise native.unavailable("TFRecord walk", "tfrecord_walk.cc")
     out = native.load().tfpipe_tfrecord_walk(
         tf.convert_to_tensor(path, tf.string), tf.cast(offset, tf.int64),
         tf.cast(index, tf.int64))

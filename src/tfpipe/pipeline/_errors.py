@@ -28,18 +28,23 @@ from typing import Any, Callable
 import tensorflow as tf
 
 _LOCK = threading.Lock()
-_TABLE: tf.lookup.experimental.MutableHashTable | None = None
+_TABLES: dict[str, tf.lookup.experimental.MutableHashTable] = {}
+
+
+def _process_table(name: str, default: Any) -> tf.lookup.experimental.MutableHashTable:
+    """The process-wide table `name` (shard path -> int64 value(s)), made once,
+    outside any graph being traced, so every pipeline of the process shares it."""
+    with _LOCK:
+        if name not in _TABLES:
+            with tf.init_scope():
+                _TABLES[name] = tf.lookup.experimental.MutableHashTable(
+                    key_dtype=tf.string, value_dtype=tf.int64, default_value=default,
+                    name=name)
+        return _TABLES[name]
 
 
 def _table() -> tf.lookup.experimental.MutableHashTable:
-    global _TABLE
-    with _LOCK:
-        if _TABLE is None:
-            with tf.init_scope():
-                _TABLE = tf.lookup.experimental.MutableHashTable(
-                    key_dtype=tf.string, value_dtype=tf.int64, default_value=0,
-                    name="tfpipe_skipped")
-        return _TABLE
+    return _process_table("tfpipe_skipped", 0)
 
 
 def skipped_counts() -> dict[str, int]:
@@ -62,19 +67,10 @@ def reset_skipped_counts() -> None:
 # resynchronising, damaged ranges]. Written when the reader reaches the shard's end.
 FRAMING_FIELDS = ("offset", "records_lost", "expected", "records_read", "recovered",
                   "damaged_ranges")
-_FRAMING: tf.lookup.experimental.MutableHashTable | None = None
 
 
 def _framing_table() -> tf.lookup.experimental.MutableHashTable:
-    global _FRAMING
-    with _LOCK:
-        if _FRAMING is None:
-            with tf.init_scope():
-                _FRAMING = tf.lookup.experimental.MutableHashTable(
-                    key_dtype=tf.string, value_dtype=tf.int64,
-                    default_value=tf.constant([-1] * len(FRAMING_FIELDS), tf.int64),
-                    name="tfpipe_framing")
-        return _FRAMING
+    return _process_table("tfpipe_framing", [-1] * len(FRAMING_FIELDS))
 
 
 def framing_losses() -> dict[str, dict[str, int]]:
