@@ -10,6 +10,8 @@ $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -e '.[cpu,dev]'
+	# only the protos are used; its `tensorflow` requirement would pull a second TF beside tensorflow-cpu
+	$(PY) -m pip install -q --no-deps 'tensorflow-serving-api>=2.16,<3'
 	touch $@
 
 venv: $(VENV)/.installed
