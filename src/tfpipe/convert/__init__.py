@@ -17,6 +17,7 @@ from pathlib import Path
 from tfpipe.convert._plan import assign_split, parse_split, plan_shards
 from tfpipe.convert._run import ON_ERROR, execute
 from tfpipe.convert._source import Source
+from tfpipe.convert._tfds import write_tfds_metadata
 from tfpipe.convert.coco import BOX_POLICIES, CocoSource, looks_like_coco
 from tfpipe.convert.folder import FolderSource
 from tfpipe.convert.table import TableSource
@@ -27,7 +28,7 @@ from tfpipe.records.framing import normalize_compression
 FORMATS = ("auto", "folder", "csv", "parquet", "coco")
 
 __all__ = ["BOX_POLICIES", "FORMATS", "ON_ERROR", "convert", "detect_format", "make_source",
-           "parse_split"]
+           "parse_split", "write_tfds_metadata"]
 
 
 def detect_format(src: str | os.PathLike[str]) -> str:

@@ -21,6 +21,7 @@ from typing import Any
 
 from tfpipe.convert._plan import Plan, ShardPlan, canonical_json
 from tfpipe.convert._source import BadInput, Enumeration, Source
+from tfpipe.convert._tfds import write_tfds_metadata
 from tfpipe.errors import ConfigError, InputError
 from tfpipe.records import (MANIFEST_NAME, Manifest, Schema, ShardEntry, SkippedInput,
                             SplitInfo, encode_example, shard_name, write_shard)
@@ -265,6 +266,7 @@ def execute(source: Source, enumeration: Enumeration, plan: Plan, out: str | os.
 
     manifest = _manifest(source, enumeration, plan, results, schema, compression,
                          settings, record["plan_id"], split_of)
+    write_tfds_metadata(out_path, manifest)  # before the manifest: it stays the last file
     manifest.save(out_path)
     shutil.rmtree(state, ignore_errors=True)
     return manifest
