@@ -80,6 +80,10 @@ def test_image_folder_reads_through_tfds(folder_src: Path, folder_out) -> None:
             assert ex["image/class/text"].decode() == rel.split("/")[0]
             assert (ex["image/height"], ex["image/width"]) == ex["image/encoded"].shape[:2]
     assert seen == {p.relative_to(folder_src).as_posix() for p in folder_src.rglob("*.*")}
+    raw = builder.as_dataset(split="val",
+                             decoders={"image/encoded": tfds.decode.SkipDecoding()})
+    for ex in tfds.as_numpy(raw):  # the original bytes, for who wants them undecoded
+        assert ex["image/encoded"] == (folder_src / ex["image/filename"].decode()).read_bytes()
     image, label = next(iter(tfds.as_numpy(builder.as_dataset(split="val",
                                                               as_supervised=True))))
     assert image.ndim == 3 and image.shape[2] == 3 and 0 <= label < len(manifest.class_names)

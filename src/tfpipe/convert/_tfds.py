@@ -63,7 +63,8 @@ def _image() -> dict[str, Any]:
     # 3 channels: TFDS decodes with tf.image.decode_image(channels=3), so gray
     # images come back as RGB and RGBA loses alpha (what the pipeline's decode does).
     # No encodingFormat: TFDS uses it only to *encode* arrays; decode_image reads
-    # JPEG, PNG, BMP and WebP alike, and a folder may mix them.
+    # JPEG, PNG and BMP alike, and a folder may mix them (GIF and WebP come back
+    # [frames, H, W, 3] and fail TFDS's shape check: documented, not mappable).
     return {"pythonClassName": _PY + "image_feature.Image",
             "image": {"dtype": "uint8", "shape": {"dimensions": ["-1", "-1", "3"]}}}
 
