@@ -33,8 +33,8 @@ from pathlib import Path
 from typing import Any
 
 from tfpipe.convert._plan import Item, Plan, ShardPlan, canonical_json
-from tfpipe.convert._run import (STATE_DIR, ShardResult, finalize, prepare, record_finished,
-                                 write_planned_shard)
+from tfpipe.convert._run import (STATE_DIR, ShardResult, _sha256_file, finalize, prepare,
+                                 record_finished, write_planned_shard)
 from tfpipe.convert._source import Enumeration, Source
 from tfpipe.errors import ConfigError, InputError, TfpipeError
 from tfpipe.records import Manifest, Schema, shard_name
@@ -167,7 +167,11 @@ class _Commit:
 
 
 def _commit(job: _Commit, written: list[dict[str, Any]]) -> None:
-    """Beam's last step: rename the shards into place in plan order, then the manifest."""
+    """Beam's last step: rename the shards into place in plan order, then the manifest.
+
+    Idempotent, since a runner may retry it: a shard already renamed by an earlier
+    attempt is recognised by its sha256.
+    """
     out = Path(job.out)
     by_name = {}
     for entry in written:
@@ -181,11 +185,18 @@ def _commit(job: _Commit, written: list[dict[str, Any]]) -> None:
         if name not in by_name:
             raise InputError(f"{out}: the Beam pipeline returned no result for {name}")
         temp, result = by_name[name]
-        size = os.stat(temp).st_size
-        if size != result.num_bytes:
-            raise InputError(f"{temp}: {size} bytes, but its writer reported "
-                             f"{result.num_bytes}; rerun with resume")
-        os.replace(temp, out / name)
+        if not temp.exists() and _sha256_file(out / name) == result.sha256:
+            pass  # a retry of this step: an earlier attempt already renamed it
+        else:
+            try:
+                size = os.stat(temp).st_size
+            except OSError as exc:
+                raise InputError(f"{temp}: the shard written by the pipeline is gone "
+                                 f"({exc.strerror}); rerun with resume") from None
+            if size != result.num_bytes:
+                raise InputError(f"{temp}: {size} bytes, but its writer reported "
+                                 f"{result.num_bytes}; rerun with resume")
+            os.replace(temp, out / name)
         record_finished(out, result)
         results[name] = result
     _fsync_dir(out)
