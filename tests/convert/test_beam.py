@@ -69,6 +69,8 @@ def test_cli_direct_multiprocess_matches_local_folder(folder_copy: Path, tmp_pat
     r = _cli(str(folder_copy), str(beam), *settings, "--runner", "direct",
              "--pipeline-options", MULTI, "--json")
     assert r.returncode == 0, r.stderr
+    # Two SDK worker processes really ran (each logs this line when it starts).
+    assert r.stderr.count("Python sdk harness starting") == 2, r.stderr[-3000:]
     summary = json.loads(r.stdout)
 
     assert tree_bytes(beam) == tree_bytes(local)  # shards and manifest, byte for byte
@@ -169,3 +171,40 @@ def test_cli_runner_choices_are_the_package_runners() -> None:
 
     choices = next(p.type.choices for p in command.params if p.name == "runner")
     assert tuple(choices) == RUNNERS
+
+
+_REAL_COMMIT: dict[str, object] = {}
+
+
+def _dying_finalize(*args: object, **kwargs: object) -> None:
+    raise RuntimeError("worker lost after renaming the shards")
+
+
+def _commit_dies_then_retries(job: object, written: list) -> None:
+    """A commit attempt that dies after its renames, then the runner's retry."""
+    import tfpipe.convert.beam as beam_module
+
+    real_finalize = beam_module.finalize
+    beam_module.finalize = _dying_finalize
+    try:
+        with pytest.raises(RuntimeError, match="worker lost"):
+            _REAL_COMMIT["fn"](job, written)
+    finally:
+        beam_module.finalize = real_finalize
+    assert not list(Path(job.out).glob(".tfpipe-convert/beam/tmp/*.tfrecord.*"))  # all renamed
+    _REAL_COMMIT["fn"](job, written)
+
+
+@pytest.mark.slow
+def test_commit_step_retried_after_its_renames_gives_local_bytes(
+        folder_src: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import tfpipe.convert.beam as beam_module
+
+    settings = dict(split="train=0.75,val=0.25", shard_size="20KB")
+    ref = tmp_path / "ref"
+    convert(folder_src, ref, workers=1, **settings)
+    _REAL_COMMIT["fn"] = beam_module._commit
+    monkeypatch.setattr(beam_module, "_commit", _commit_dies_then_retries)
+    out = tmp_path / "out"
+    convert(folder_src, out, runner="direct", **settings)  # in_memory: one process
+    assert tree_bytes(out) == tree_bytes(ref)
