@@ -6,6 +6,7 @@ hung Beam worker is killed with its process group after a bounded time.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import shutil
@@ -17,11 +18,14 @@ from pathlib import Path
 import pytest
 
 from tfpipe.convert import RUNNERS, convert
+from tfpipe.convert.beam import pipeline_flags
 from tfpipe.errors import ConfigError, InputError
 
 from .conftest import tree_bytes
 
-pytest.importorskip("apache_beam")
+# Without Apache Beam only the install-hint and option tests can run.
+needs_beam = pytest.mark.skipif(importlib.util.find_spec("apache_beam") is None,
+                                reason="apache-beam is not installed (tfpipe[beam])")
 
 MULTI = "--direct_running_mode=multi_processing --direct_num_workers=2"
 TIMEOUT_S = 180
@@ -57,6 +61,7 @@ def _shard_files(out: Path) -> list[str]:
     return sorted(p.name for p in out.glob("*.tfrecord*"))
 
 
+@needs_beam
 @pytest.mark.slow
 def test_cli_direct_multiprocess_matches_local_folder(folder_copy: Path, tmp_path: Path) -> None:
     broken = sorted(folder_copy.rglob("*.jpg"))[5]
@@ -86,6 +91,7 @@ def test_cli_direct_multiprocess_matches_local_folder(folder_copy: Path, tmp_pat
     assert not (beam / ".tfpipe-convert").exists()
 
 
+@needs_beam
 @pytest.mark.slow
 def test_direct_multiprocess_matches_local_parquet(table_src: tuple[Path, Path],
                                                    tmp_path: Path) -> None:
@@ -107,6 +113,7 @@ def test_direct_multiprocess_matches_local_parquet(table_src: tuple[Path, Path],
     assert sum(len(info["shards"]) for info in manifest["splits"].values()) >= 3
 
 
+@needs_beam
 @pytest.mark.slow
 def test_direct_multiprocess_matches_local_coco_gzip(coco_src: Path, tmp_path: Path) -> None:
     local, beam = tmp_path / "local", tmp_path / "beam"
@@ -120,6 +127,7 @@ def test_direct_multiprocess_matches_local_coco_gzip(coco_src: Path, tmp_path: P
     assert manifest["settings"]["stats"]["train"]["boxes"] > 0  # per-shard counters merged
 
 
+@needs_beam
 @pytest.mark.slow
 def test_failed_run_commits_nothing_and_resume_gives_local_bytes(
         folder_copy: Path, tmp_path: Path) -> None:
@@ -143,6 +151,7 @@ def test_failed_run_commits_nothing_and_resume_gives_local_bytes(
     assert tree_bytes(out) == tree_bytes(ref)
 
 
+@needs_beam
 def test_options_are_checked_before_any_work(folder_src: Path, tmp_path: Path) -> None:
     out = tmp_path / "out"
     with pytest.raises(ConfigError, match="runner must be one of local, direct"):
@@ -155,7 +164,13 @@ def test_options_are_checked_before_any_work(folder_src: Path, tmp_path: Path) -
         convert(folder_src, out, runner="direct", workers=2)
     with pytest.raises(InputError, match="gs://bucket/out: .*POSIX"):
         convert(folder_src, "gs://bucket/out", runner="dataflow")
+    with pytest.raises(ConfigError, match="cannot split"):
+        convert(folder_src, out, runner="direct", pipeline_options="--temp_location='gs://x")
     assert not out.exists()
+    # A quoted string and a list give Beam the same flags, after tfpipe's --runner.
+    assert pipeline_flags("flink", "--flink_master=h:8081 --parallelism=4") == \
+        pipeline_flags("flink", ["--flink_master=h:8081", "--parallelism=4"]) == \
+        ["--runner=FlinkRunner", "--flink_master=h:8081", "--parallelism=4"]
 
 
 def test_missing_beam_names_the_extra(folder_src: Path, tmp_path: Path,
@@ -164,6 +179,14 @@ def test_missing_beam_names_the_extra(folder_src: Path, tmp_path: Path,
     with pytest.raises(ConfigError, match=r"pip install 'tfpipe\[beam\]'"):
         convert(folder_src, tmp_path / "out", runner="direct")
     assert not (tmp_path / "out").exists()
+    # The base install converts locally without Beam: nothing imports it eagerly.
+    code = ("import sys; sys.modules['apache_beam'] = None; "
+            "from tfpipe.convert import convert; import tfpipe.cli.convert; "
+            f"convert({str(folder_src)!r}, {str(tmp_path / 'local')!r}, workers=1)")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                       timeout=TIMEOUT_S)
+    assert r.returncode == 0, r.stderr
+    assert (tmp_path / "local" / "manifest.json").exists()
 
 
 def test_cli_runner_choices_are_the_package_runners() -> None:
@@ -195,6 +218,7 @@ def _commit_dies_then_retries(job: object, written: list) -> None:
     _REAL_COMMIT["fn"](job, written)
 
 
+@needs_beam
 @pytest.mark.slow
 def test_commit_step_retried_after_its_renames_gives_local_bytes(
         folder_src: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
