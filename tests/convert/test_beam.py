@@ -232,3 +232,34 @@ def test_commit_step_retried_after_its_renames_gives_local_bytes(
     out = tmp_path / "out"
     convert(folder_src, out, runner="direct", **settings)  # in_memory: one process
     assert tree_bytes(out) == tree_bytes(ref)
+
+
+def test_shard_input_lists_round_trip_exactly_and_refuse_edits(tmp_path: Path) -> None:
+    """What workers read back is the planned shard: same payload types, same digest."""
+    import math
+
+    from tfpipe.convert._plan import Item, ShardPlan
+    from tfpipe.convert.beam import BEAM_DIR, _read_inputs, _write_inputs
+
+    row = {"__bytes__": b"\x00\xff text", "w": -0.0, "x": float("nan"), "big": 2**62,
+           "tags": [1, 2], "note": None, "img": b"images/1.jpg"}
+    items = (Item("row:0", 10, [0, row], "t.parquet row 0"),
+             Item("id:7", 5, ["7", "a.jpg", [None, 4], [["1", 0.1, 2.0, "nan", 3.0, 0]]]),
+             Item("cat/1.jpg", 3, ["cat/1.jpg", 0]))
+    shard = ShardPlan("train", 1, 3, items)
+    (tmp_path / ".tfpipe-convert" / BEAM_DIR / "inputs").mkdir(parents=True)
+    name = "train-00001-of-00003.tfrecord"
+    _write_inputs(tmp_path, shard, name)
+    task = {"name": name, "split": "train", "index": 1, "count": 3, "inputs": shard.digest()}
+    back = _read_inputs(tmp_path, task)
+    assert back.digest() == shard.digest()
+    got = back.items[0].payload[1]
+    assert got["__bytes__"] == row["__bytes__"] and got["img"] == row["img"]
+    assert math.copysign(1.0, got["w"]) == -1.0 and math.isnan(got["x"])
+    assert [it.name for it in back.items] == [it.name for it in items]
+    assert back.items[1:] == items[1:]
+
+    path = tmp_path / ".tfpipe-convert" / BEAM_DIR / "inputs" / f"{name}.json"
+    path.write_text(path.read_text().replace("cat/1.jpg", "cat/2.jpg"))
+    with pytest.raises(InputError, match="digest mismatch"):
+        _read_inputs(tmp_path, task)

@@ -98,8 +98,9 @@ def check_paths(runner: str, *paths: str | os.PathLike[str]) -> None:
 
 # ----------------------------------------------------------------------------- plan files
 def _bytes_hook(obj: dict[str, Any]) -> Any:
-    # canonical_json writes bytes as {"__bytes__": hex}; the digest check below
-    # catches the one ambiguous case (a table whose only column is "__bytes__").
+    # canonical_json writes bytes as {"__bytes__": hex}. Unambiguous for payloads:
+    # no source puts a dict {"__bytes__": <str>} in one (table rows hold text as
+    # bytes). The digest check in _read_inputs catches an edited or truncated file.
     if len(obj) == 1 and "__bytes__" in obj and isinstance(obj["__bytes__"], str):
         return bytes.fromhex(obj["__bytes__"])
     return obj
