@@ -52,11 +52,20 @@ def _summary(manifest: Any) -> dict[str, Any]:
 @click.option("--invalid-boxes", type=click.Choice(["clip", "drop", "raise"]), default="clip",
               show_default=True, help="coco: boxes partly outside the image are clipped, "
               "dropped, or stop the run; degenerate boxes are always dropped (or raise).")
+@click.option("--runner", type=click.Choice(["local", "direct", "dataflow", "flink", "spark"]),
+              default="local", show_default=True,
+              help="local: this machine's processes; direct|dataflow|flink|spark: an Apache "
+                   "Beam pipeline (pip install 'tfpipe[beam]') with byte-identical output. "
+                   "See docs/scale.md.")
+@click.option("--pipeline-options", default=None, metavar="'FLAGS'",
+              help="Beam pipeline options as one quoted string, e.g. "
+                   "'--direct_running_mode=multi_processing --direct_num_workers=2'.")
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON summary.")
 def command(src: str, out: str, fmt: str, split: str | None, shard_size: str,
             compression: str, workers: int | None, on_error: str, resume: bool, seed: int,
             image_column: str | None, label_column: str | None, images_dir: str | None,
-            invalid_boxes: str, as_json: bool) -> None:
+            invalid_boxes: str, runner: str, pipeline_options: str | None,
+            as_json: bool) -> None:
     """Convert SRC (image folder, CSV, Parquet or COCO JSON) into shards under OUT."""
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
@@ -79,7 +88,8 @@ def command(src: str, out: str, fmt: str, split: str | None, shard_size: str,
                                compression=compression, workers=workers, on_error=on_error,
                                resume=resume, seed=seed, image_column=image_column,
                                label_column=label_column, images=images_dir,
-                               invalid_boxes=invalid_boxes, progress=progress)
+                               invalid_boxes=invalid_boxes, progress=progress,
+                               runner=runner, pipeline_options=pipeline_options)
     except TfpipeError as exc:
         click.echo(f"error: {exc}", err=True)  # unwrapped: scripts grep it
         sys.exit(1)

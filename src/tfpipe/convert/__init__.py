@@ -11,13 +11,14 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from tfpipe.convert._plan import assign_split, parse_split, plan_shards
 from tfpipe.convert._run import ON_ERROR, execute
 from tfpipe.convert._source import Source
 from tfpipe.convert._tfds import write_tfds_metadata
+from tfpipe.convert.beam import RUNNERS, check_paths, pipeline_flags, run_beam
 from tfpipe.convert.coco import BOX_POLICIES, CocoSource, looks_like_coco
 from tfpipe.convert.folder import FolderSource
 from tfpipe.convert.table import TableSource
@@ -27,8 +28,8 @@ from tfpipe.records.framing import normalize_compression
 
 FORMATS = ("auto", "folder", "csv", "parquet", "coco")
 
-__all__ = ["BOX_POLICIES", "FORMATS", "ON_ERROR", "convert", "detect_format", "make_source",
-           "parse_split", "write_tfds_metadata"]
+__all__ = ["BOX_POLICIES", "FORMATS", "ON_ERROR", "RUNNERS", "convert", "detect_format",
+           "make_source", "parse_split", "write_tfds_metadata"]
 
 
 def detect_format(src: str | os.PathLike[str]) -> str:
@@ -93,7 +94,8 @@ def convert(src: str | os.PathLike[str], out: str | os.PathLike[str], *,
             workers: int | None = None, on_error: str = "skip", resume: bool = False,
             seed: int = 0, image_column: str | None = None, label_column: str | None = None,
             images: str | os.PathLike[str] | None = None, invalid_boxes: str = "clip",
-            progress: Callable[[int, int], None] | None = None) -> Manifest:
+            progress: Callable[[int, int], None] | None = None, runner: str = "local",
+            pipeline_options: str | Sequence[str] | None = None) -> Manifest:
     """Convert `src` into shards + manifest.json under `out`; return the manifest.
 
     - format: auto | folder | csv | parquet | coco.
@@ -107,7 +109,12 @@ def convert(src: str | os.PathLike[str], out: str | os.PathLike[str], *,
     - resume: keep shards of an interrupted run into `out` whose sha256 still matches.
     - image_column / label_column: tables only; images: COCO image directory
       (default: the JSON's directory); invalid_boxes: clip | drop | raise (COCO).
-    - progress: called with (inputs done, inputs total) as shards finish.
+    - progress: called with (inputs done, inputs total) as shards finish (Beam
+      runners: at the start and the end only).
+    - runner: local (this machine's process pool) | direct | dataflow | flink | spark
+      (Apache Beam, `tfpipe[beam]`): the same plan and byte-identical output.
+      pipeline_options: Beam flags, one shell-quoted string or a list
+      (docs/scale.md).
     """
     if on_error not in ON_ERROR:
         raise ConfigError(f"on_error must be one of {', '.join(ON_ERROR)}, got {on_error!r}")
@@ -125,6 +132,13 @@ def convert(src: str | os.PathLike[str], out: str | os.PathLike[str], *,
     if workers is not None and (isinstance(workers, bool) or not isinstance(workers, int)
                                 or workers < 1):
         raise ConfigError(f"workers must be an int >= 1, got {workers!r}")
+    flags = pipeline_flags(runner, pipeline_options)  # before the listing: Beam installed?
+    if runner != "local":
+        if workers is not None:
+            raise ConfigError(f"workers applies to runner 'local'; runner {runner!r} takes "
+                              "its parallelism from pipeline_options (e.g. "
+                              "--direct_num_workers=2, --max_num_workers=50)")
+        check_paths(runner, src, out, *([] if images is None else [images]))
 
     source = make_source(src, format, image_column=image_column, label_column=label_column,
                          images=images, invalid_boxes=invalid_boxes)
@@ -138,9 +152,15 @@ def convert(src: str | os.PathLike[str], out: str | os.PathLike[str], *,
         raise InputError(f"{src}: nothing to convert: {len(enumeration.bad)} bad "
                          f"input(s){first}")
     plan = plan_shards(enumeration.items, ratios, seed, size)
+    settings = {"split": ratios, "seed": seed, "shard_size": size, "on_error": on_error}
+    if runner != "local":
+        # The runner is not recorded: it changes nothing in the output.
+        return run_beam(source, enumeration, plan, out, settings=settings,
+                        compression=compression, on_error=on_error, resume=resume,
+                        split_of=lambda key: assign_split(key, ratios, seed), runner=runner,
+                        flags=flags, progress=progress)
     if workers is None:
         workers = default_workers(sum(it.size for it in enumeration.items))
-    settings = {"split": ratios, "seed": seed, "shard_size": size, "on_error": on_error}
     return execute(source, enumeration, plan, out, settings=settings,
                    compression=compression, workers=workers, on_error=on_error,
                    resume=resume, split_of=lambda key: assign_split(key, ratios, seed),

@@ -69,8 +69,17 @@ def _init_worker(source: Source, schema_json: dict[str, Any]) -> None:
 
 def _write_one(shard: ShardPlan, path: str, compression: str | None,
                on_error: str) -> ShardResult:
-    source: Source = _WORKER["source"]
-    schema: Schema = _WORKER["schema"]
+    return write_planned_shard(_WORKER["source"], _WORKER["schema"], shard, path,
+                               compression, on_error)
+
+
+def write_planned_shard(source: Source, schema: Schema, shard: ShardPlan, path: str,
+                        compression: str | None, on_error: str) -> ShardResult:
+    """Encode `shard`'s inputs in plan order and write them atomically to `path`.
+
+    The one per-shard encoder: the local pool and the Beam runner both call it, so
+    a shard's bytes, skipped inputs and counters never depend on the executor.
+    """
     skipped: list[tuple[str, str]] = []
     stats: dict[str, int] = {}
 
@@ -213,32 +222,77 @@ def _mp_context() -> multiprocessing.context.BaseContext:
     return multiprocessing.get_context("spawn")
 
 
-def execute(source: Source, enumeration: Enumeration, plan: Plan, out: str | os.PathLike[str],
-            *, settings: dict[str, Any], compression: str | None, workers: int,
-            on_error: str, resume: bool, split_of: Callable[[str], str],
-            progress: Callable[[int, int], None] | None = None) -> Manifest:
-    """Write every shard of `plan` (skipping verified ones on resume), then the manifest."""
-    out_path = Path(out)
+@dataclass
+class Prepared:
+    """What `prepare` settles before any shard is written."""
+
+    schema: Schema
+    record: dict[str, Any]  # plan_record(): plan id + every shard's inputs
+    keep: dict[str, ShardResult]  # verified shards of an earlier run (resume)
+    todo: list[tuple[ShardPlan, str]]  # (shard, final file name) still to write
+    total: int  # inputs in the plan
+    done_inputs: int  # inputs of the kept shards
+
+
+def prepare(source: Source, plan: Plan, out: str | os.PathLike[str], *,
+            settings: dict[str, Any], compression: str | None, resume: bool) -> Prepared:
+    """Check / create OUT, record the plan in its state dir, find the shards left to write."""
     schema = source.schema()
     # What decides the bytes on disk (on_error does not: it only stops or not).
     identity = {"settings": {k: v for k, v in settings.items() if k != "on_error"},
                 "source": source.settings(), "schema": schema.to_json(),
                 "class_names": list(source.class_names or [])}
     record = plan_record(plan, identity, compression)
-    keep = _prepare_out(out_path, record, resume, plan, compression)
-    state = out_path / STATE_DIR
-    results: dict[str, ShardResult] = dict(keep)
+    keep = _prepare_out(Path(out), record, resume, plan, compression)
     todo = [(s, shard_name(s.split, s.index, s.count, compression)) for s in plan.shards]
     todo = [(s, name) for s, name in todo if name not in keep]
     total = sum(len(s.items) for s in plan.shards)
-    done_inputs = total - sum(len(s.items) for s, _ in todo)
+    return Prepared(schema, record, keep, todo, total,
+                    total - sum(len(s.items) for s, _ in todo))
+
+
+def record_finished(out: str | os.PathLike[str], result: ShardResult) -> None:
+    """Note a shard under its final name as done, so `--resume` can keep it."""
+    _write_json(_sidecar(Path(out) / STATE_DIR, result.name), result.to_json())
+
+
+def finalize(source: Source, enumeration: Enumeration, plan: Plan,
+             results: dict[str, ShardResult], out: str | os.PathLike[str], *,
+             schema: Schema, compression: str | None, settings: dict[str, Any],
+             plan_id: str, split_of: Callable[[str], str]) -> Manifest:
+    """Write the manifest from the per-shard results, then drop the state dir.
+
+    Shared by every runner (the Beam runner calls it from its last step), so the
+    manifest depends only on the plan and the shard results. It reads only
+    `plan.shards`' split/index/count and `enumeration.bad` / `.ignored`.
+    """
+    out_path = Path(out)
+    manifest = _manifest(source, enumeration, plan, results, schema, compression,
+                         settings, plan_id, split_of)
+    write_tfds_metadata(out_path, manifest)  # before the manifest: it stays the last file
+    manifest.save(out_path)
+    shutil.rmtree(out_path / STATE_DIR, ignore_errors=True)
+    return manifest
+
+
+def execute(source: Source, enumeration: Enumeration, plan: Plan, out: str | os.PathLike[str],
+            *, settings: dict[str, Any], compression: str | None, workers: int,
+            on_error: str, resume: bool, split_of: Callable[[str], str],
+            progress: Callable[[int, int], None] | None = None) -> Manifest:
+    """Write every shard of `plan` (skipping verified ones on resume), then the manifest."""
+    out_path = Path(out)
+    prepared = prepare(source, plan, out_path, settings=settings, compression=compression,
+                       resume=resume)
+    schema, todo, total = prepared.schema, prepared.todo, prepared.total
+    results: dict[str, ShardResult] = dict(prepared.keep)
+    done_inputs = prepared.done_inputs
     if progress:
         progress(done_inputs, total)
 
     def finished(result: ShardResult, shard: ShardPlan) -> None:
         nonlocal done_inputs
         results[result.name] = result
-        _write_json(_sidecar(state, result.name), result.to_json())
+        record_finished(out_path, result)
         done_inputs += len(shard.items)
         if progress:
             progress(done_inputs, total)
@@ -264,12 +318,9 @@ def execute(source: Source, enumeration: Enumeration, plan: Plan, out: str | os.
                     future.cancel()
                 raise
 
-    manifest = _manifest(source, enumeration, plan, results, schema, compression,
-                         settings, record["plan_id"], split_of)
-    write_tfds_metadata(out_path, manifest)  # before the manifest: it stays the last file
-    manifest.save(out_path)
-    shutil.rmtree(state, ignore_errors=True)
-    return manifest
+    return finalize(source, enumeration, plan, results, out_path, schema=schema,
+                    compression=compression, settings=settings,
+                    plan_id=prepared.record["plan_id"], split_of=split_of)
 
 
 def _manifest(source: Source, enumeration: Enumeration, plan: Plan,
