@@ -1,0 +1,64 @@
+"""tfpipe.export: the eval preprocessing carried into a SavedModel for TF Serving.
+
+`export_serving(config, model, out_dir, version)` writes
+`out_dir/<model_name>/<version>/` with three signatures (docs/serving.md):
+
+| signature | input | outputs |
+|---|---|---|
+| `serving_default` | `image_bytes` tf.string [None] | outputs, probabilities, class_ids, classes, scores |
+| `preprocess` | `image_bytes` tf.string [None] | image: the model input [None, H, W, C] |
+| `predict_preprocessed` | `image` [None, H, W, C] | as serving_default |
+
+plus TF Serving's models.config, batching parameters and warm-up requests,
+and an SHA-256 manifest checked by `verify_export` (`tfpipe verify`).
+"""
+
+from tfpipe.export._inputs import PROBLEMS as INPUT_PROBLEMS
+from tfpipe.export._manifest import MANIFEST, ExportVerifyReport, is_export, verify_export
+from tfpipe.export._rest import (
+    RestBodyError,
+    decode_rest_body,
+    rest_predict,
+    rest_predict_body,
+    rest_response,
+)
+from tfpipe.export._saved import (
+    INPUT_BYTES,
+    INPUT_IMAGE,
+    OUTPUT_NAMES,
+    SIGNATURE_NAMES,
+    ExportError,
+    ExportResult,
+    export_serving,
+    sample_images,
+    signatures_of,
+)
+from tfpipe.export._serving_files import (
+    BATCHING_FILE,
+    MAX_WARMUP,
+    MODELS_CONFIG,
+    PER_MODEL_BATCHING,
+    WARMUP_DIR,
+    WARMUP_FILE,
+    BatchingParameters,
+    ModelEntry,
+    ServingFileError,
+    check_batching_file,
+    check_models_config,
+    models_config_text,
+    parse_batching,
+    read_warmup,
+    warmup_records,
+)
+from tfpipe.export._tflite import tflite_report, tflite_text
+
+__all__ = [
+    "BATCHING_FILE", "INPUT_BYTES", "INPUT_IMAGE", "INPUT_PROBLEMS", "MANIFEST", "MAX_WARMUP",
+    "MODELS_CONFIG", "OUTPUT_NAMES", "PER_MODEL_BATCHING", "SIGNATURE_NAMES", "WARMUP_DIR",
+    "WARMUP_FILE", "BatchingParameters", "ExportError", "ExportResult", "ExportVerifyReport",
+    "ModelEntry", "RestBodyError", "ServingFileError", "check_batching_file",
+    "check_models_config", "decode_rest_body", "export_serving", "is_export",
+    "models_config_text", "parse_batching", "read_warmup", "rest_predict", "rest_predict_body",
+    "rest_response", "sample_images", "signatures_of", "tflite_report", "tflite_text",
+    "verify_export", "warmup_records",
+]
