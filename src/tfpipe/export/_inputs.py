@@ -18,17 +18,25 @@ PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 PNG_END = b"IEND\xaeB`\x82"  # the IEND chunk's type + CRC: the last 8 bytes of a PNG
 GIF_MAGICS = (b"GIF87a", b"GIF89a")
 BMP_MAGIC = b"BM"
+RIFF, WEBP = b"RIFF", b"WEBP"  # WebP: "RIFF" <size> "WEBP" (tf.io.decode_image reads it)
 
 # problem code -> message (0: fine)
 PROBLEMS = (
     "",
     "empty (0 bytes)",
-    "not a JPEG, PNG, GIF or BMP image (unknown leading bytes)",
+    "not a JPEG, PNG, GIF, BMP or WebP image (unknown leading bytes)",
     "truncated JPEG: no EOI marker after the last scan",
     "truncated PNG: the file does not end with the IEND chunk",
     "truncated GIF: the file does not end with the GIF trailer (0x3B)",
     "truncated BMP: shorter than the file size its header declares",
+    "truncated WebP: shorter than the size its RIFF header declares",
 )
+
+
+def _le32(x32: tf.Tensor, at: int) -> tf.Tensor:
+    """The little-endian uint32 at byte `at` of x32 (zero-padded), as int64."""
+    b = tf.cast(tf.pad(x32[at:at + 4], [[0, 4 - tf.size(x32[at:at + 4])]]), tf.int64)
+    return b[0] + b[1] * 256 + b[2] * 65536 + b[3] * 16777216
 
 
 def _problem(encoded: tf.Tensor) -> tf.Tensor:
@@ -43,6 +51,8 @@ def _problem(encoded: tf.Tensor) -> tf.Tensor:
     six = tf.strings.substr(encoded, 0, 6)
     is_gif = tf.logical_or(six == GIF_MAGICS[0], six == GIF_MAGICS[1])
     is_bmp = tf.strings.substr(encoded, 0, 2) == BMP_MAGIC
+    is_webp = tf.logical_and(tf.strings.substr(encoded, 0, 4) == RIFF,
+                             tf.strings.substr(encoded, tf.minimum(8, n), 4) == WEBP)
 
     # JPEG: the last EOI (FF D9) must come after the last SOS (FF DA). Inside
     # entropy-coded data 0xFF is always followed by 0x00 or a restart marker, so
@@ -56,13 +66,12 @@ def _problem(encoded: tf.Tensor) -> tf.Tensor:
     jpeg_ok = last_eoi > last_sos
     png_ok = tail8 == PNG_END
     gif_ok = tf.strings.substr(encoded, tf.maximum(n - 1, 0), 1) == b";"
-    # BMP: bytes 2..5 are the file size, little-endian
-    size_bytes = tf.pad(x32[2:6], [[0, tf.maximum(0, 4 - tf.size(x32[2:6]))]])
-    declared = size_bytes[0] + size_bytes[1] * 256 + size_bytes[2] * 65536 + \
-        size_bytes[3] * 16777216
-    bmp_ok = tf.logical_and(n >= 6, declared <= n)
+    # BMP: bytes 2..5 are the file size; WebP: bytes 4..7 the RIFF payload size
+    bmp_ok = tf.logical_and(n >= 6, _le32(x32, 2) <= tf.cast(n, tf.int64))
+    webp_ok = tf.logical_and(n >= 12, _le32(x32, 4) + 8 <= tf.cast(n, tf.int64))
 
     code = tf.constant(2)
+    code = tf.where(is_webp, tf.where(webp_ok, 0, 7), code)
     code = tf.where(is_bmp, tf.where(bmp_ok, 0, 6), code)
     code = tf.where(is_gif, tf.where(gif_ok, 0, 5), code)
     code = tf.where(is_png, tf.where(png_ok, 0, 4), code)
@@ -81,5 +90,5 @@ def check_images(image_bytes: tf.Tensor) -> tf.Operation:
         tf.strings.as_string(tf.gather(tf.strings.length(image_bytes), bad)), " bytes)"])
     message = tf.strings.reduce_join(lines, separator="; ")
     return tf.debugging.Assert(tf.size(bad) == 0, [
-        "tfpipe serving: bad input; expected raw encoded JPEG, PNG, GIF or BMP bytes:",
+        "tfpipe serving: bad input; expected raw encoded JPEG, PNG, GIF, BMP or WebP bytes:",
         message])
