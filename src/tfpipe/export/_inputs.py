@@ -89,6 +89,11 @@ def check_images(image_bytes: tf.Tensor) -> tf.Operation:
         tf.gather(tf.constant(PROBLEMS), tf.gather(codes, bad)), " (",
         tf.strings.as_string(tf.gather(tf.strings.length(image_bytes), bad)), " bytes)"])
     message = tf.strings.reduce_join(lines, separator="; ")
-    return tf.debugging.Assert(tf.size(bad) == 0, [
+    # an empty request is refused too: a model on a 0-row batch fails deep inside
+    # (oneDNN shapes) with a message that names no input
+    message = tf.where(tf.size(image_bytes) == 0,
+                       "image_bytes: no images (an empty batch)", message)
+    ok = tf.logical_and(tf.size(bad) == 0, tf.size(image_bytes) > 0)
+    return tf.debugging.Assert(ok, [
         "tfpipe serving: bad input; expected raw encoded JPEG, PNG, GIF, BMP or WebP bytes:",
         message])

@@ -41,7 +41,7 @@ def write_manifest(root: str | os.PathLike[str], meta: dict[str, Any],
     names = list(files) if files is not None else _all_files(root)
     entries = {n: {"bytes": (root / n).stat().st_size, "sha256": _sha256(root / n)}
                for n in names}
-    doc = {"kind": KIND, "complete": files is None, **meta, "files": entries}
+    doc = {**meta, "kind": KIND, "complete": files is None, "files": entries}
     path = root / MANIFEST
     path.write_text(json.dumps(doc, indent=2, sort_keys=True) + "\n")
     return path

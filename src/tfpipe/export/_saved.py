@@ -276,7 +276,7 @@ def export_serving(config: Any, model: Any, out_dir: str | os.PathLike[str], ver
         bp = out / sf.BATCHING_FILE
         bp.write_text(batching.to_text())
         _manifest.write_manifest(out, {"tool": "tfpipe", "tool_version": __version__,
-                                       "kind": "serving files"},
+                                       "contents": "TF Serving files"},
                                  files=[sf.MODELS_CONFIG, sf.BATCHING_FILE])
         result.serving_files = {"models_config": str(mc), "batching_parameters": str(bp)}
     if tflite:
