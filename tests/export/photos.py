@@ -16,7 +16,7 @@ def _enc(img: Image.Image, fmt: str, **kw: object) -> bytes:
 
 def photos() -> dict[str, bytes]:
     """name -> encoded bytes: RGB / grayscale / progressive JPEG, PNG with alpha,
-    GIF, BMP, odd sizes (301x207, 97x131)."""
+    GIF, BMP, WebP, odd sizes (301x207, 97x131)."""
     import skimage.data
 
     astro = Image.fromarray(skimage.data.astronaut()).resize((256, 256), Image.BILINEAR)
@@ -34,4 +34,5 @@ def photos() -> dict[str, bytes]:
         "chelsea_alpha.png": _enc(Image.fromarray(alpha, "RGBA"), "PNG"),
         "chelsea.gif": _enc(chelsea.resize((151, 100)), "GIF"),
         "astronaut.bmp": _enc(astro.resize((97, 131)), "BMP"),
+        "chelsea.webp": _enc(chelsea.resize((150, 100)), "WEBP", quality=80),
     }

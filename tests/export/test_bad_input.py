@@ -42,6 +42,7 @@ def test_empty_and_not_an_image_name_the_element(loaded, good, sig):
     ("chelsea_alpha.png", "truncated PNG"),
     ("chelsea.gif", "truncated GIF"),
     ("astronaut.bmp", "truncated BMP"),
+    ("chelsea.webp", "truncated WebP"),
 ])
 @pytest.mark.parametrize("keep", [0.6, 0.995])
 def test_truncated_files(loaded, good, name, problem, keep):
