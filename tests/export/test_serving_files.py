@@ -130,10 +130,10 @@ def test_batching_from_a_bench_result(config):
     from tfpipe import bench, build_pipeline
     from tfpipe.export import BatchingParameters, parse_batching
 
-    ds = build_pipeline({**config, "pipeline": {"batch_size": 7}}, split="val")
+    ds = build_pipeline({**config, "pipeline": {"batch_size": 4}}, split="val")  # 8 records
     res = {"result": bench.measure(ds.repeat(), warmup=1, steps=2).to_dict()}
     b = BatchingParameters.from_bench(res)
-    assert (b.max_batch_size, b.allowed_batch_sizes) == (7, (7,))
+    assert (b.max_batch_size, b.allowed_batch_sizes) == (4, (4,))
     assert 500 <= b.batch_timeout_micros <= 100_000
     assert b.num_batch_threads == res["result"]["available_cpus"]
     again = parse_batching(b.to_text())
