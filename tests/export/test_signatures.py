@@ -118,3 +118,7 @@ def test_export_refuses_existing_version_and_bad_names(config, keras_model, expo
         export_serving(config, keras_model, exported.out_dir, model_name="a b")
     with pytest.raises(ConfigError, match="version"):
         export_serving(config, keras_model, exported.out_dir, version=0)
+    wrong = {**config, "data": {**config["data"], "image_size": [64, 48]}}
+    with pytest.raises(ExportError, match=r"the model takes \(48, 64, 3\), the config's "
+                                          r"pipeline yields \(64, 48, 3\)"):
+        export_serving(wrong, keras_model, exported.out_dir, version=9)

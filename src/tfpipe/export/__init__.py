@@ -3,11 +3,10 @@
 `export_serving(config, model, out_dir, version)` writes
 `out_dir/<model_name>/<version>/` with three signatures (docs/serving.md):
 
-| signature | input | outputs |
-|---|---|---|
-| `serving_default` | `image_bytes` tf.string [None] | outputs, probabilities, class_ids, classes, scores |
-| `preprocess` | `image_bytes` tf.string [None] | image: the model input [None, H, W, C] |
-| `predict_preprocessed` | `image` [None, H, W, C] | as serving_default |
+    serving_default(image_bytes: tf.string [None])
+        -> outputs, probabilities, class_ids, classes, scores
+    preprocess(image_bytes)  -> image: the model input [None, H, W, C]
+    predict_preprocessed(image) -> as serving_default
 
 plus TF Serving's models.config, batching parameters and warm-up requests,
 and an SHA-256 manifest checked by `verify_export` (`tfpipe verify`).

@@ -147,6 +147,19 @@ def _load_model(model: Any) -> Any:
     return model
 
 
+def _check_model_input(model: Any, pre: EvalPreprocessing) -> None:
+    """The model must take what the eval pipeline yields: [B, H, W, C] of its dtype."""
+    inputs = getattr(model, "inputs", None)
+    if not inputs or len(inputs) != 1:
+        return  # a subclassed model without a build signature: its call decides
+    shape = tuple(inputs[0].shape[1:])
+    want = (*pre.image_size, pre.channels)
+    if len(shape) != 3 or any(d is not None and d != w for d, w in zip(shape, want)):
+        raise ExportError(f"the model takes {shape}, the config's pipeline yields {want} "
+                          "(data.image_size + data.channels); export with the config the "
+                          "model was trained on")
+
+
 def signature_table(concrete: dict[str, Any]) -> dict[str, dict[str, Any]]:
     """name -> {"inputs": {name: spec}, "outputs": {name: spec}} of concrete functions."""
     out = {}
@@ -221,6 +234,7 @@ def export_serving(config: Any, model: Any, out_dir: str | os.PathLike[str], ver
     pre = eval_preprocessing(config)
     names = class_names(config)
     keras_model = _load_model(model)
+    _check_model_input(keras_model, pre)
     if outputs_are == "auto":
         outputs_are = "probabilities" if _ends_in_softmax(keras_model) else "logits"
     batching = batching or sf.BatchingParameters()
