@@ -106,6 +106,9 @@ def test_graph_has_only_stock_ops(exported):
                 if n.op == "DecodeAndCropJpeg":
                     assert n.attr["dct_method"].s == b""
                     assert n.attr["channels"].i == 3
+                # preprocessing pinned to the CPU, where tf.data runs the eval pipeline
+                if n.op in ("DecodeAndCropJpeg", "DecodeImage", "ResizeBilinear"):
+                    assert n.device == "/device:CPU:0", (f.signature.name, n.op, n.device)
 
 
 def test_export_refuses_existing_version_and_bad_names(config, keras_model, exported):

@@ -94,12 +94,16 @@ class ServingModule(tf.Module):
         self.serving_default = tf.function(self._serve, input_signature=[bytes_spec])
 
     def _model_input(self, image_bytes: tf.Tensor) -> tf.Tensor:
-        with tf.control_dependencies([_inputs.check_images(image_bytes)]):
-            image_bytes = tf.identity(image_bytes)
-        h, w = self._pre.image_size
-        images = tf.map_fn(self._pre.image, image_bytes, fn_output_signature=tf.TensorSpec(
-            [h, w, self._pre.channels], tf.uint8))
-        return tf.ensure_shape(self._pre.finish(images), self._image_spec.shape)
+        # On the CPU, pinned in the graph: tf.data runs the eval pipeline there, so a
+        # GPU server computes the same bits with the same kernels (a GPU resize need
+        # not round alike); the decoders are CPU-only anyway.
+        with tf.device("/device:CPU:0"):
+            with tf.control_dependencies([_inputs.check_images(image_bytes)]):
+                image_bytes = tf.identity(image_bytes)
+            h, w = self._pre.image_size
+            images = tf.map_fn(self._pre.image, image_bytes, fn_output_signature=tf.TensorSpec(
+                [h, w, self._pre.channels], tf.uint8))
+            return tf.ensure_shape(self._pre.finish(images), self._image_spec.shape)
 
     def _preprocess(self, image_bytes: tf.Tensor) -> dict[str, tf.Tensor]:
         return {INPUT_IMAGE: self._model_input(image_bytes)}
