@@ -13,11 +13,17 @@ pytestmark = pytest.mark.xdist_group("export")
 
 
 @pytest.mark.slow
-def test_tflite_report(exported, photo_bytes, tmp_path):
+def test_tflite_report(exported, photo_bytes, tmp_path, keras_model, config):
     from tfpipe.export import tflite_report, tflite_text
 
     images = list(photo_bytes.values())
-    rep = tflite_report(exported.version_dir, images, (48, 64), write_dir=str(tmp_path))
+    from tfpipe.export import ServingModule
+    from tfpipe.pipeline.serving import eval_preprocessing
+
+    variant = ServingModule(keras_model, eval_preprocessing(config), ["cat", "other"], 2,
+                            "logits", crop_in_decoder=False)
+    rep = tflite_report(exported.version_dir, images, (48, 64), write_dir=str(tmp_path),
+                        variant=variant)
     json.dumps(rep)
     assert rep["images"] == len(images)
     b = rep["builtins_only"]
@@ -30,6 +36,13 @@ def test_tflite_report(exported, photo_bytes, tmp_path):
         assert full["max_abs_diff"]["probabilities"] < 1e-4
     else:
         assert full["not_convertible"] == ["ExtractJpegShape"]
+    var = rep["whole_graph_variant"]
+    assert var["converted"] and "ExtractJpegShape" not in var["needs_select_tf_ops"]
+    assert "DecodeImage" in var["needs_select_tf_ops"]
+    if "max_abs_diff" in var:  # an interpreter with the Flex delegate
+        assert var["max_abs_diff"]["probabilities"] < 0.05
+    else:
+        assert var["flex_delegate_missing"], var
     mo = rep["model_only"]
     assert mo["converted"] and mo["same_classes"]
     assert 0 <= mo["max_abs_diff"]["outputs"] < 1e-4

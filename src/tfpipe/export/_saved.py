@@ -79,7 +79,7 @@ class ServingModule(tf.Module):
     """The three signatures over one model (exported with tf.saved_model.save)."""
 
     def __init__(self, model: Any, pre: EvalPreprocessing, names: Sequence[str],
-                 top_k: int, outputs_are: str) -> None:
+                 top_k: int, outputs_are: str, crop_in_decoder: bool = True) -> None:
         super().__init__(name="tfpipe_serving")
         self.model = model
         self._pre = pre
@@ -88,6 +88,7 @@ class ServingModule(tf.Module):
         self._names = list(names)
         self._top_k = top_k
         self._softmax = outputs_are == "logits"
+        self._crop_in_decoder = crop_in_decoder  # False: the TFLite variant only
         bytes_spec = tf.TensorSpec([None], tf.string, name=INPUT_BYTES)
         self.preprocess = tf.function(self._preprocess, input_signature=[bytes_spec])
         self.predict_preprocessed = tf.function(self._predict, input_signature=[self._image_spec])
@@ -101,8 +102,10 @@ class ServingModule(tf.Module):
             with tf.control_dependencies([_inputs.check_images(image_bytes)]):
                 image_bytes = tf.identity(image_bytes)
             h, w = self._pre.image_size
-            images = tf.map_fn(self._pre.image, image_bytes, fn_output_signature=tf.TensorSpec(
-                [h, w, self._pre.channels], tf.uint8))
+            images = tf.map_fn(
+                lambda b: self._pre.image(b, crop_in_decoder=self._crop_in_decoder),
+                image_bytes, fn_output_signature=tf.TensorSpec([h, w, self._pre.channels],
+                                                               tf.uint8))
             return tf.ensure_shape(self._pre.finish(images), self._image_spec.shape)
 
     def _preprocess(self, image_bytes: tf.Tensor) -> dict[str, tf.Tensor]:
@@ -300,7 +303,10 @@ def export_serving(config: Any, model: Any, out_dir: str | os.PathLike[str], ver
     if tflite:
         from tfpipe.export._tflite import tflite_report
 
-        result.tflite = tflite_report(str(final), imgs, pre.image_size)
+        # the whole graph for TFLite: JPEGs decoded fully, then the window sliced
+        variant = ServingModule(keras_model, pre, names, top_k, outputs_are,
+                                crop_in_decoder=False)
+        result.tflite = tflite_report(str(final), imgs, pre.image_size, variant=variant)
     return result
 
 

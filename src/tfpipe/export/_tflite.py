@@ -4,11 +4,16 @@
    kernel for (the image decoders, string ops of the preprocessing: its "TF
    Select ops" line) and those with no TFLite kernel at all ("Custom ops");
    both are reported.
-2. Builtins + SELECT_TF_OPS (the Flex delegate, linked into TF's pip package):
-   the whole `serving_default` signature, run on the sample images when it
-   converts and compared with the SavedModel's own outputs. With TF 2.21 it
-   does not: `ExtractJpegShape` (the JPEG header read that sizes the centre
-   crop before decoding it) is not in the Flex allowlist; the report says so.
+2. Builtins + SELECT_TF_OPS (the Flex delegate): the whole `serving_default`
+   signature, run on the sample images when it converts and compared with the
+   SavedModel's own outputs. With TF 2.21 it does not: `ExtractJpegShape` (the
+   JPEG header read that sizes the centre crop before decoding it) is not in
+   the Flex allowlist; the report says so.
+2b. The same graph with JPEGs decoded fully and then sliced (the variant
+   `export_serving` passes: no ExtractJpegShape; not the eval pipeline's bits at
+   the window's edges under chroma subsampling) with SELECT_TF_OPS: converts;
+   run and compared when the interpreter has the Flex delegate (TF 2.21's pip
+   interpreter does not link it; the report says so).
 3. The model alone (`predict_preprocessed`), builtins only, fed the SavedModel's
    `preprocess` output: what a mobile app that decodes with its own code gets.
 """
@@ -33,14 +38,16 @@ def _listed(message: str, kind: str) -> list[str]:
     return sorted(out)
 
 
-def _convert(loaded: Any, signature: str, select: bool) -> tuple[bytes | None, str]:
-    """Convert one signature of a loaded SavedModel. From the concrete function
-    (variables frozen to constants): `from_saved_model` keeps Keras 3's resource
-    variables, which the interpreter then reads uninitialized (NaN outputs)."""
+def _convert(loaded: Any, signature: str, select: bool, fn: Any = None
+             ) -> tuple[bytes | None, str]:
+    """Convert one signature of a loaded SavedModel (or `fn`, a concrete function
+    of the module `loaded`). From the concrete function (variables frozen to
+    constants): `from_saved_model` keeps Keras 3's resource variables, which the
+    interpreter then reads uninitialized (NaN outputs)."""
     import tensorflow as tf
 
-    conv = tf.lite.TFLiteConverter.from_concrete_functions([loaded.signatures[signature]],
-                                                           loaded)
+    conv = tf.lite.TFLiteConverter.from_concrete_functions(
+        [fn if fn is not None else loaded.signatures[signature]], loaded)
     ops = [tf.lite.OpsSet.TFLITE_BUILTINS]
     if select:
         ops.append(tf.lite.OpsSet.SELECT_TF_OPS)
@@ -60,9 +67,13 @@ def _run(model: bytes, signature: str, feeds: dict[str, np.ndarray]) -> dict[str
 
 
 def tflite_report(version_dir: str, images: Sequence[bytes], image_size: Any,
-                  write_dir: str | None = None) -> dict[str, Any]:
+                  write_dir: str | None = None, variant: Any = None) -> dict[str, Any]:
     """JSON-able report (docs/serving.md "TFLite"). Writes the .tflite files into
-    `write_dir` (default: the version dir's parent, beside the version)."""
+    `write_dir` (default: the version dir's parent, beside the version).
+
+    variant: a `ServingModule` built with `crop_in_decoder=False` (JPEGs decoded
+    fully, then sliced: no ExtractJpegShape); its `serving_default` is converted
+    with Select TF ops and compared with the SavedModel (`whole_graph_variant`)."""
     import tensorflow as tf
 
     loaded = tf.saved_model.load(version_dir)
@@ -95,6 +106,34 @@ def tflite_report(version_dir: str, images: Sequence[bytes], image_size: Any,
     report["serving_default"] = full
     report["needs_select_tf_ops"] = select_ops
     report["not_convertible"] = full.get("not_convertible", [])
+
+    if variant is not None:
+        fn = variant.serving_default.get_concrete_function()
+        vm, err4 = _convert(variant, "", select=True, fn=fn)
+        var: dict[str, Any] = {"decode": "decode_image of the whole file, then the centre "
+                               "window sliced (no ExtractJpegShape)"}
+        if vm is None:
+            var.update(converted=False, not_convertible=_listed(err4, "custom"),
+                       error=(err4.strip().splitlines() or [""])[-1][:300])
+        else:
+            path = out_dir / "serving_default_whole_graph_select_tf_ops.tflite"
+            path.write_bytes(vm)
+            var.update(converted=True, file=str(path), bytes=len(vm),
+                       needs_select_tf_ops=_listed(_convert(variant, "", False, fn)[1],
+                                                   "select"))
+            try:
+                got = _run(vm, "serving_default",
+                           {"image_bytes": np.array(list(images), dtype=object)})
+                var["max_abs_diff"] = _diff(got, ref)
+                var["same_classes"] = bool(np.array_equal(got.get("class_ids"),
+                                                          ref["class_ids"]))
+            except Exception as exc:  # noqa: BLE001 - report, do not crash the export
+                msg = str(exc).strip().splitlines()[-1]
+                var["run_error"] = msg[:300]
+                # TF 2.21's pip interpreter links no Flex delegate: a model with
+                # Select TF ops converts but cannot run in this process
+                var["flex_delegate_missing"] = "Flex delegate" in msg
+        report["whole_graph_variant"] = var
 
     mdl, err3 = _convert(loaded, "predict_preprocessed", select=False)
     if mdl is None:
@@ -141,6 +180,23 @@ def tflite_text(report: dict[str, Any]) -> str:
     else:
         lines.append(f"  serving_default with SELECT_TF_OPS: does not convert (no kernel for "
                      f"{', '.join(full.get('not_convertible') or []) or full.get('error')})")
+    var = report.get("whole_graph_variant")
+    if var is not None:
+        if var.get("converted") and "max_abs_diff" in var:
+            lines.append(f"  whole graph, JPEG decoded fully then sliced (SELECT_TF_OPS): "
+                         f"{var['bytes']:,} bytes; max |TFLite - SavedModel| " + ", ".join(
+                             f"{k} {v:.3g}" for k, v in var["max_abs_diff"].items())
+                         + f"; same top classes: {var['same_classes']}")
+        elif var.get("converted") and var.get("flex_delegate_missing"):
+            lines.append(f"  whole graph, JPEG decoded fully then sliced (SELECT_TF_OPS): "
+                         f"converts ({var['bytes']:,} bytes); not run here: this TensorFlow's "
+                         "Python interpreter links no Flex delegate (an app adds "
+                         "tensorflow-lite-select-tf-ops)")
+        elif var.get("converted"):
+            lines.append(f"  whole graph variant: converted, run failed: {var.get('run_error')}")
+        else:
+            lines.append(f"  whole graph variant: does not convert "
+                         f"({', '.join(var.get('not_convertible') or []) or var.get('error')})")
     mo = report["model_only"]
     if mo.get("converted"):
         lines.append(f"  model alone (predict_preprocessed, builtins): {mo['bytes']:,} bytes; "

@@ -402,13 +402,14 @@ class Classify:
         return gated(batch["_enabled"], augmented, plain)
 
 
-def eval_image(s: Settings, encoded: tf.Tensor) -> tf.Tensor:
+def eval_image(s: Settings, encoded: tf.Tensor, crop_in_decoder: bool = True) -> tf.Tensor:
     """Eval/serving L1 of one encoded image: centre-crop window (decoded alone for
     JPEG), bilinear resize, uint8 [H, W, channels]. The one definition that the eval
     pipeline and the exported serving graph (`pipeline.serving`) both trace."""
     size, frac = s.image_size, s.eval_crop_fraction
     crop, _, _ = decode_window(
-        encoded, s.channels, lambda h, w: augment.center_crop_window(h, w, size, frac))
+        encoded, s.channels, lambda h, w: augment.center_crop_window(h, w, size, frac),
+        crop_in_decoder)
     return resize_uint8(crop, size)
 
 

@@ -51,10 +51,14 @@ class EvalPreprocessing:
     def _scope(self) -> Any:
         return native.pure_tf() if self.stock_ops else contextlib.nullcontext()
 
-    def image(self, encoded: tf.Tensor) -> tf.Tensor:
-        """One encoded image (scalar tf.string) -> uint8 [H, W, channels]: eval L1."""
+    def image(self, encoded: tf.Tensor, *, crop_in_decoder: bool = True) -> tf.Tensor:
+        """One encoded image (scalar tf.string) -> uint8 [H, W, channels]: eval L1.
+
+        `crop_in_decoder=False`: JPEGs decoded fully, then the same window sliced
+        (graphs for TFLite, which cannot read a JPEG header); differs from the eval
+        pipeline at the window's edges when chroma is subsampled."""
         with self._scope():
-            return _classify.eval_image(self.settings, encoded)
+            return _classify.eval_image(self.settings, encoded, crop_in_decoder)
 
     def finish(self, images: tf.Tensor) -> tf.Tensor:
         """uint8 batch [B, H, W, C] from `image` -> the model input the eval pipeline
