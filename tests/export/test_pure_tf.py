@@ -21,7 +21,7 @@ def _ops(fn) -> set[str]:
     return ops
 
 
-@pytest.mark.skipif(not native.available(), reason="native library not built")
+@pytest.mark.skipif(not native.available(), reason="native kernels unavailable (not built, or TFPIPE_NATIVE=0)")
 def test_pure_tf_is_per_thread_and_nests():
     seen = {}
     inside, release = threading.Event(), threading.Event()
@@ -37,13 +37,14 @@ def test_pure_tf_is_per_thread_and_nests():
         with native.pure_tf():
             assert not native.available()
         assert not native.available()
+        assert "native.pure_tf()" in native.status()["detail"]
         inside.set()
         release.wait(10)
     t.join(10)
     assert seen["other"] is True and native.available()
 
 
-@pytest.mark.skipif(not native.available(), reason="native library not built")
+@pytest.mark.skipif(not native.available(), reason="native kernels unavailable (not built, or TFPIPE_NATIVE=0)")
 def test_serving_preprocessing_traces_stock_ops_only(config, photo_bytes):
     from tfpipe.pipeline.serving import eval_preprocessing
 

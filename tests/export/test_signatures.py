@@ -60,6 +60,7 @@ def test_classes_and_scores(loaded, photo_bytes, keras_model):
         assert np.array_equal(again[k].numpy(), out[k].numpy()), k
 
 
+@pytest.mark.slow  # starts the fresh process (conftest.fresh) when run alone
 def test_saved_model_cli_shows_the_signatures(fresh):
     """`saved_model_cli show --all` (its console script's main, run in the fresh
     process of conftest.fresh) lists every signature with these names and types."""

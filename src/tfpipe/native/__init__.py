@@ -75,7 +75,9 @@ def available() -> bool:
 def status() -> dict[str, Any]:
     """For `tfpipe env`: {"active": bool, "detail": str}."""
     if disabled():
-        return {"active": False, "detail": f"disabled by {ENV}=0 (pure-TF fallback)"}
+        why = "off on this thread (native.pure_tf())" if getattr(_local, "pure", 0) \
+            else f"disabled by {ENV}=0"
+        return {"active": False, "detail": f"{why} (pure-TF fallback)"}
     if load() is None:
         return {"active": False, "detail": _state["reason"] + " (pure-TF fallback)"}
     return {"active": True, "detail": _state["path"]}
