@@ -18,6 +18,12 @@ def main() -> None:
     ap.add_argument("--epochs", type=int, default=2)
     args = ap.parse_args()
 
+    import warnings
+
+    # Keras' data adapter warns on every tf.data input ("shuffle=True ... ignored",
+    # and "ran out of data" at the end of an epoch of unknown length); tfpipe
+    # shuffles per epoch itself and each iteration of `train` is one full epoch.
+    warnings.filterwarnings("ignore", message=r".*(shuffle=True|ran out of data).*")
     import keras
 
     from tfpipe import build_pipeline
