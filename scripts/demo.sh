@@ -42,3 +42,22 @@ step "Pre-flight check"
 tfpipe check imagenet "${CFG[@]}"
 
 printf '\nDemo outputs in %s: data/ (shards + manifest.json), det/, preview.png, preview-detection.png\n' "$OUT"
+
+# ---- train -> export -> serve (issue #11): the same preprocessing in the served model
+HERE=$(dirname "$0")
+MODEL_CFG=("${CFG[@]}" --set "data.image_size=[96,96]")
+
+step "Train a tiny CNN for two epochs, fed by tfpipe (build_pipeline -> model.fit)"
+python "$HERE/demo_train.py" imagenet "$OUT/tiny_cnn.keras" "${MODEL_CFG[@]}"
+
+step "Export: SavedModel with the eval preprocessing in its signatures + TF Serving files"
+rm -rf "$OUT/export"
+tfpipe export imagenet "${MODEL_CFG[@]}" --model "$OUT/tiny_cnn.keras" --out "$OUT/export"
+tfpipe verify "$OUT/export"
+
+step "Serve: a fresh process (no tfpipe) classifies raw JPEGs; then the same via the REST JSON body"
+JPEGS=()
+for d in "$OUT"/raw/*/; do JPEGS+=("$(ls "$d"*.jpg | head -n 1)"); done
+python "$HERE/demo_classify.py" "$OUT/export/tiny_cnn/1" "${JPEGS[@]}"
+printf '\nServe it: tensorflow_model_server --port=8500 --rest_api_port=8501 --model_config_file=%s --enable_batching --batching_parameters_file=%s\n' \
+  "$(realpath "$OUT/export/models.config")" "$(realpath "$OUT/export/batching_parameters.txt")"

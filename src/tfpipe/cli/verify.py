@@ -41,6 +41,12 @@ def command(path: str, deep: bool, salvage_dir: str | None, as_json: bool) -> No
     if not os.path.exists(path):
         click.echo(f"error: {path} does not exist", err=True)
         sys.exit(2)
+    from tfpipe.export import is_export, verify_export
+
+    if is_export(path):  # a `tfpipe export` directory: its SHA-256 manifests
+        rep = verify_export(path)
+        click.echo(json.dumps(rep.to_dict(), indent=2) if as_json else rep.text())
+        sys.exit(0 if rep.ok else 1)
     if as_json:
         report = verify(path, deep=deep)
     else:

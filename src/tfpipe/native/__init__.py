@@ -9,9 +9,11 @@ switching only changes speed.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import threading
+from collections.abc import Iterator
 from typing import Any
 
 import tensorflow as tf
@@ -21,11 +23,27 @@ log = logging.getLogger("tfpipe.native")
 ENV = "TFPIPE_NATIVE"
 _lock = threading.Lock()
 _state: dict[str, Any] = {}  # "module" or "reason", once loaded/failed
+_local = threading.local()  # `pure_tf()` depth of this thread
 
 
 def disabled() -> bool:
-    """True when `TFPIPE_NATIVE` is set to 0/false/off/no (read on every call)."""
+    """True when `TFPIPE_NATIVE` is set to 0/false/off/no (read on every call), or
+    inside `pure_tf()` on this thread."""
+    if getattr(_local, "pure", 0):
+        return True
     return os.environ.get(ENV, "").strip().lower() in ("0", "false", "off", "no")
+
+
+@contextlib.contextmanager
+def pure_tf() -> Iterator[None]:
+    """Within the block, on this thread only, `available()` is False: what is traced
+    there uses the pure-TF twins (stock TF ops only). For graphs that must load
+    without the library, e.g. a SavedModel for TF Serving (tfpipe.export)."""
+    _local.pure = getattr(_local, "pure", 0) + 1
+    try:
+        yield
+    finally:
+        _local.pure -= 1
 
 
 def load() -> Any | None:
@@ -57,7 +75,9 @@ def available() -> bool:
 def status() -> dict[str, Any]:
     """For `tfpipe env`: {"active": bool, "detail": str}."""
     if disabled():
-        return {"active": False, "detail": f"disabled by {ENV}=0 (pure-TF fallback)"}
+        why = "off on this thread (native.pure_tf())" if getattr(_local, "pure", 0) \
+            else f"disabled by {ENV}=0"
+        return {"active": False, "detail": f"{why} (pure-TF fallback)"}
     if load() is None:
         return {"active": False, "detail": _state["reason"] + " (pure-TF fallback)"}
     return {"active": True, "detail": _state["path"]}

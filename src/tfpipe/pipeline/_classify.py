@@ -201,11 +201,7 @@ class Classify:
 
     # ------------------------------------------------------------------ L1 + L2
     def eval_image(self, encoded: tf.Tensor) -> tf.Tensor:
-        size, frac = self.s.image_size, self.s.eval_crop_fraction
-        crop, _, _ = decode_window(
-            encoded, self.s.channels,
-            lambda h, w: augment.center_crop_window(h, w, size, frac))
-        return resize_uint8(crop, size)
+        return eval_image(self.s, encoded)
 
     def _crop_window(self, row: dict[str, tf.Tensor]) -> Callable[..., tuple[tf.Tensor, ...]]:
         ratio = _pair(self.geometry[0], "ratio", (3 / 4, 4 / 3))
@@ -404,6 +400,17 @@ class Classify:
         if s.enable_rate >= 1.0:
             return augmented()
         return gated(batch["_enabled"], augmented, plain)
+
+
+def eval_image(s: Settings, encoded: tf.Tensor, crop_in_decoder: bool = True) -> tf.Tensor:
+    """Eval/serving L1 of one encoded image: centre-crop window (decoded alone for
+    JPEG), bilinear resize, uint8 [H, W, channels]. The one definition that the eval
+    pipeline and the exported serving graph (`pipeline.serving`) both trace."""
+    size, frac = s.image_size, s.eval_crop_fraction
+    crop, _, _ = decode_window(
+        encoded, s.channels, lambda h, w: augment.center_crop_window(h, w, size, frac),
+        crop_in_decoder)
+    return resize_uint8(crop, size)
 
 
 def select_rows(mask: tf.Tensor, a: tf.Tensor, b: tf.Tensor) -> tf.Tensor:

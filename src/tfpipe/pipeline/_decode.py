@@ -53,12 +53,14 @@ def decode_full(encoded: tf.Tensor, channels: int) -> tf.Tensor:
     return tf.ensure_shape(image, [None, None, channels])
 
 
-def decode_window(encoded: tf.Tensor, channels: int, window_fn: WindowFn
-                  ) -> tuple[tf.Tensor, Window, tf.Tensor]:
+def decode_window(encoded: tf.Tensor, channels: int, window_fn: WindowFn,
+                  crop_in_decoder: bool = True) -> tuple[tf.Tensor, Window, tf.Tensor]:
     """Decode only `window_fn(height, width)` of the image.
 
     Returns (uint8 crop [ch, cw, channels], window (oy, ox, ch, cw) int32,
-    original size [2] int32).
+    original size [2] int32). `crop_in_decoder=False` decodes JPEGs fully and
+    slices too (for TFLite, which has no kernel for extract_jpeg_shape): NOT the
+    same bits at the window's edges where chroma is subsampled.
     """
     strict = _strict()
 
@@ -80,7 +82,10 @@ def decode_window(encoded: tf.Tensor, channels: int, window_fn: WindowFn
         oy, ox, ch, cw = window_fn(shape[0], shape[1])
         return image[oy:oy + ch, ox:ox + cw, :], oy, ox, ch, cw, shape[0], shape[1]
 
-    crop, oy, ox, ch, cw, h, w = tf.cond(tf.io.is_jpeg(encoded), jpeg, other)
+    if crop_in_decoder:
+        crop, oy, ox, ch, cw, h, w = tf.cond(tf.io.is_jpeg(encoded), jpeg, other)
+    else:
+        crop, oy, ox, ch, cw, h, w = other()
     crop = tf.ensure_shape(crop, [None, None, channels])
     return crop, (oy, ox, ch, cw), tf.stack([h, w])
 

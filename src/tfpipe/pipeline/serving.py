@@ -1,0 +1,91 @@
+"""The eval pipeline's preprocessing as plain graph functions, for graphs outside
+`tf.data` (the serving signatures of `tfpipe.export`).
+
+`EvalPreprocessing.image` is the very function the eval split's L1 traces
+(`_classify.eval_image`: centre-crop window, decoded alone for JPEG, bilinear
+resize to uint8) and `finish` is what its batch step does after that
+(`pipeline.fast.normalizer` for float32 output, nothing for uint8). With
+`stock_ops=True` (the default) both are traced under `tfpipe.native.pure_tf()`,
+so the graph holds only stock TensorFlow ops -- a SavedModel that TF Serving or
+a process without tfpipe can load -- and, the native kernels being bit-identical
+to their pure-TF twins, the same bits as the eval pipeline (tests/export: the
+skew test compares them in a fresh process).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from dataclasses import dataclass
+from typing import Any
+
+import tensorflow as tf
+
+from tfpipe import native
+from tfpipe.errors import ConfigError
+from tfpipe.pipeline import _classify
+from tfpipe.pipeline._settings import Settings, settings
+from tfpipe.pipeline.fast import normalizer
+
+
+@dataclass(frozen=True)
+class EvalPreprocessing:
+    """Eval preprocessing of one config (classification)."""
+
+    settings: Settings
+    stock_ops: bool = True
+
+    @property
+    def image_size(self) -> tuple[int, int]:
+        return self.settings.image_size
+
+    @property
+    def channels(self) -> int:
+        return self.settings.channels
+
+    @property
+    def dtype(self) -> tf.DType:
+        """The model input's dtype: float32 (normalized) or uint8."""
+        return tf.float32 if self.settings.output_dtype == "float32" else tf.uint8
+
+    def _scope(self) -> Any:
+        return native.pure_tf() if self.stock_ops else contextlib.nullcontext()
+
+    def image(self, encoded: tf.Tensor, *, crop_in_decoder: bool = True) -> tf.Tensor:
+        """One encoded image (scalar tf.string) -> uint8 [H, W, channels]: eval L1.
+
+        `crop_in_decoder=False`: JPEGs decoded fully, then the same window sliced
+        (graphs for TFLite, which cannot read a JPEG header); differs from the eval
+        pipeline at the window's edges when chroma is subsampled."""
+        with self._scope():
+            return _classify.eval_image(self.settings, encoded, crop_in_decoder)
+
+    def finish(self, images: tf.Tensor) -> tf.Tensor:
+        """uint8 batch [B, H, W, C] from `image` -> the model input the eval pipeline
+        yields (float32 normalized by data.normalize, or the uint8 batch itself)."""
+        if self.settings.output_dtype != "float32":
+            return images
+        with self._scope():
+            return normalizer(self.settings.mean, self.settings.std)(images)
+
+
+def eval_preprocessing(config: Any, *, stock_ops: bool = True) -> EvalPreprocessing:
+    """The eval preprocessing of `config` (anything `build_pipeline` accepts)."""
+    s = settings(config)
+    if s.task != "classification":
+        raise ConfigError(f"data.task: serving preprocessing is built for 'classification' "
+                          f"only, got {s.task!r}")
+    return EvalPreprocessing(s, stock_ops)
+
+
+def class_names(config: Any) -> list[str]:
+    """Class names from the manifest of `data.path` (index order); [] when the
+    path is not a converted dataset directory or lists none."""
+    s = settings(config)
+    if not s.data_path or not os.path.isdir(s.data_path):
+        return []
+    from tfpipe.records import MANIFEST_NAME, Manifest
+
+    if not os.path.exists(os.path.join(s.data_path, MANIFEST_NAME)):
+        return []
+    return list(Manifest.load(s.data_path).class_names)
