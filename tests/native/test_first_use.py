@@ -321,3 +321,31 @@ def test_env_shows_the_native_path_in_use():
         assert st["path"] in row and st["reason"] in row and Path(st["path"]).is_file()
     else:
         assert f"pure-TF fallback: {st['reason']}" in row
+
+
+def test_aot_build_reports_failure_and_targets(monkeypatch, tmp_path, capsys):
+    """`python -m tfpipe.native build`: next to the package when writable, else into
+    the cache; a failure exits 1 with the reason (what `make native` stops on)."""
+    import tfpipe.native.build as build
+
+    pkg = tmp_path / "pkg"
+    shutil.copytree(build.HERE, pkg, ignore=shutil.ignore_patterns("*.so", "__pycache__"))
+    monkeypatch.setattr(build, "HERE", pkg)
+    monkeypatch.setenv(build.CACHE_ENV, str(tmp_path / "cache"))
+    monkeypatch.setenv("CXX", str(tmp_path / "no-g++"))
+    monkeypatch.setenv("TF_CPP_MIN_LOG_LEVEL", "2")  # main() sets it; restored after
+    assert build.main(["build", "--bogus"]) == 2
+    assert build.main(["build"]) == 1
+    assert "(from CXX) not found" in capsys.readouterr().err
+    # which target each case picks, without compiling
+    picked = []
+    monkeypatch.setattr(build, "compile_into", lambda target, logfile, verbose=False:
+                        picked.append(("package", target)) or 0.0)
+    monkeypatch.setattr(build, "ensure_cached", lambda key, **kw:
+                        picked.append(("cache", build.cache_library(key))) or (None, None))
+    key = build.cache_key()
+    build.build()
+    monkeypatch.setattr(build.os, "access", lambda path, mode: False)  # read-only install
+    build.build()
+    assert picked == [("package", pkg / f"_tfpipe_ops-{build._tag(key)}.so"),
+                      ("cache", build.cache_library(key))]

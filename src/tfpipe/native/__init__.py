@@ -3,7 +3,7 @@
 Nothing to do by hand: the first `available()` (asked when a pipeline is
 built) loads the library, from next to this package (an ahead-of-time
 `python -m tfpipe.native build`) or from the per-user cache, and when neither
-exists compiles it into the cache (about a minute, once per TensorFlow version
+exists compiles it into the cache (under a minute, once per TensorFlow version
 and kernel source; see `tfpipe.native.build`). Without a compiler, on a failed
 build or load, it logs ONE warning with the reason and what to install, and
 every caller uses its pure-TF twin; `TFPIPE_NATIVE=0` forces that twin

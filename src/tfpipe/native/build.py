@@ -274,7 +274,7 @@ def ensure_cached(key: str | None = None, force: bool = False, retry: bool = Fal
                 raise BuildError(f"{failed.get('reason')} (an earlier attempt; "
                                  "`python -m tfpipe.native build` retries)")
         log.warning("tfpipe.native: compiling the native kernels for this TensorFlow into "
-                    "%s (first use, about a minute; `python -m tfpipe.native build` does "
+                    "%s (first use, under a minute; `python -m tfpipe.native build` does "
                     "this ahead of time)", target.parent)
         try:
             seconds = compile_into(target, target.parent / "build.log", verbose=verbose)
