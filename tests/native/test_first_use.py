@@ -173,6 +173,7 @@ def _log_lines(stderr: str, text: str) -> list[str]:
 
 
 @pytest.mark.slow
+@pytest.mark.xdist_group("fresh_venv")  # one venv per module: keep its tests on one worker
 def test_first_pipeline_in_a_fresh_venv_races_one_build(venv, shards, tmp_path):
     python, package = venv
     cache = tmp_path / "cache"
@@ -224,6 +225,7 @@ def test_first_pipeline_in_a_fresh_venv_races_one_build(venv, shards, tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.xdist_group("fresh_venv")
 def test_no_compiler_falls_back_with_one_warning(venv, shards, tmp_path):
     python, _ = venv
     cache = tmp_path / "cache"
