@@ -123,7 +123,7 @@ def resize_bilinear_u8(image: tf.Tensor, size: tuple[int, int],
     saturated to uint8, then mirrored along width when `flip`. Requires `available()`."""
     module = load()
     if module is None:
-        raise RuntimeError(f"tfpipe.native unavailable: {_state.get('reason')}")
+        raise unavailable("resize", "ops.cc")
     return module.tfpipe_resize_bilinear_u8(
         image, tf.constant([int(size[0]), int(size[1])], tf.int32),
         tf.convert_to_tensor(flip, tf.bool))
