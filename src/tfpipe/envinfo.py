@@ -31,13 +31,16 @@ def _xla_available(tf: Any) -> tuple[bool, str]:
 
 
 def _native_status() -> dict[str, Any]:
-    """tfpipe.native: whether the C++ kernels run or the pure-TF fallback does."""
+    """tfpipe.native: whether the C++ kernels run (and from which library) or the
+    pure-TF fallback does, and why. The first ask may build the library."""
     try:
         from tfpipe import native
 
         return native.status()
     except Exception as exc:  # noqa: BLE001 - never let env reporting fail
-        return {"active": False, "detail": f"{type(exc).__name__}: {exc}"}
+        reason = f"{type(exc).__name__}: {exc}"
+        return {"active": False, "path": None, "reason": reason,
+                "detail": f"{reason} (pure-TF fallback)"}
 
 
 def collect() -> dict[str, Any]:

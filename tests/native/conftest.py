@@ -17,3 +17,8 @@ def needs(available: bool, what: str) -> pytest.MarkDecorator:
 
     return pytest.mark.skipif(not available and not CI,
                               reason=f"{what} unavailable: {native.status()['detail']}")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # pytest-xdist registers this mark; declared here too for `-p no:xdist` runs
+    config.addinivalue_line("markers", "xdist_group(name): run on one xdist worker")

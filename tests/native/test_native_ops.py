@@ -94,8 +94,9 @@ def test_resize_uint8_uses_the_native_op_when_available():
 
 def test_env_var_forces_the_pure_tf_fallback(monkeypatch, photos):
     monkeypatch.setenv(native.ENV, "0")
-    assert not native.available()
-    assert native.status() == {"active": False,
+    assert not native.available() and native.load() is None
+    assert native.status() == {"active": False, "path": None,
+                               "reason": "disabled by TFPIPE_NATIVE=0",
                                "detail": "disabled by TFPIPE_NATIVE=0 (pure-TF fallback)"}
     ops = _traced_ops((16, 16))
     assert "TfpipeResizeBilinearU8" not in ops and "ResizeBilinear" in ops
@@ -104,31 +105,42 @@ def test_env_var_forces_the_pure_tf_fallback(monkeypatch, photos):
                                   reference(image, (50, 70)))
 
 
-def test_missing_library_falls_back_with_one_reason(monkeypatch, tmp_path, caplog):
+def _no_library(monkeypatch, tmp_path, aot):
+    """A process state where the AOT library is `aot` and the cache is empty."""
     import tfpipe.native.build as build
 
     monkeypatch.delenv(native.ENV, raising=False)
     monkeypatch.setattr(native, "_state", {})
-    monkeypatch.setattr(build, "library_path", lambda: tmp_path / "_tfpipe_ops-tf0.so")
+    monkeypatch.setattr(build, "package_library", lambda key: aot)
+    monkeypatch.setenv(build.CACHE_ENV, str(tmp_path / "cache"))
+
+
+def test_missing_library_falls_back_with_one_warning(monkeypatch, tmp_path, caplog):
+    import tfpipe.native.build as build
+
+    _no_library(monkeypatch, tmp_path, tmp_path / "_tfpipe_ops-tf0.so")
+    monkeypatch.setenv(build.BUILD_ENV, "0")
     with caplog.at_level("INFO", logger="tfpipe.native"):
         assert not native.available() and not native.available()
-    assert len([r for r in caplog.records if r.name == "tfpipe.native"]) == 1
-    assert "not built" in native.status()["detail"]
+    records = [r for r in caplog.records if r.name == "tfpipe.native"]
+    assert [r.levelname for r in records] == ["WARNING"], records
+    assert "TFPIPE_NATIVE_BUILD=0" in records[0].getMessage()
+    assert "pure-TF fallback" in records[0].getMessage()
+    st = native.status()
+    assert not st["active"] and st["path"] is None and "not built" in st["reason"]
     assert "TfpipeResizeBilinearU8" not in _traced_ops((8, 8))
     with pytest.raises(RuntimeError, match="unavailable"):
         native.resize_bilinear_u8(np.zeros((4, 4, 3), np.uint8), (2, 2))
+    assert not (tmp_path / "cache").exists()  # nothing was built or even prepared
 
 
 def test_corrupt_library_falls_back(monkeypatch, tmp_path):
-    import tfpipe.native.build as build
-
     bad = tmp_path / "_tfpipe_ops-tf0.so"
     bad.write_bytes(b"not an ELF file")
-    monkeypatch.delenv(native.ENV, raising=False)
-    monkeypatch.setattr(native, "_state", {})
-    monkeypatch.setattr(build, "library_path", lambda: bad)
+    _no_library(monkeypatch, tmp_path, bad)
     assert not native.available()
     assert "failed to load" in native.status()["detail"]
+    assert str(bad) in native.status()["reason"]
 
 
 # ---------------------------------------------------------------------- pipeline

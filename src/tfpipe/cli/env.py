@@ -49,8 +49,8 @@ def command(as_json: bool) -> None:
         xla = tf_info["xla"]
         t.add_row("XLA", "available" if xla["available"] else f"unavailable ({xla['detail']})")
         nat = tf_info.get("native_ops", {})
-        t.add_row("native ops", "active" if nat.get("active")
-                  else f"off: {nat.get('detail')}")
+        t.add_row("native ops", f"{nat.get('path')} ({nat.get('reason')})" if nat.get("active")
+                  else f"pure-TF fallback: {nat.get('reason') or nat.get('detail')}")
         t.add_row("TF threads", f"inter-op {tf_info['inter_op_threads'] or 'auto'}, "
                                 f"intra-op {tf_info['intra_op_threads'] or 'auto'}")
     Console().print(t)

@@ -1,10 +1,15 @@
 """Optional native (C++ custom op) kernels, with a pure-TF fallback everywhere.
 
-Build once with `python -m tfpipe.native build` (the Makefile's venv target
-does). `available()` loads the library lazily; when it is missing, fails to
-load, or `TFPIPE_NATIVE=0` is set, it returns False and callers use the pure-TF
-path. The native kernels are bit-identical to that path (tests/native), so
-switching only changes speed.
+Nothing to do by hand: the first `available()` (asked when a pipeline is
+built) loads the library, from next to this package (an ahead-of-time
+`python -m tfpipe.native build`) or from the per-user cache, and when neither
+exists compiles it into the cache (under a minute, once per TensorFlow version
+and kernel source; see `tfpipe.native.build`). Without a compiler, on a failed
+build or load, it logs ONE warning with the reason and what to install, and
+every caller uses its pure-TF twin; `TFPIPE_NATIVE=0` forces that twin
+silently. The kernels are bit-identical to the twins (tests/native), so the
+choice only changes speed. `status()` (shown by `tfpipe env`) says which path
+runs and why.
 """
 
 from __future__ import annotations
@@ -22,7 +27,8 @@ log = logging.getLogger("tfpipe.native")
 
 ENV = "TFPIPE_NATIVE"
 _lock = threading.Lock()
-_state: dict[str, Any] = {}  # "module" or "reason", once loaded/failed
+# once per process: "module" + "path" + "how" when loaded, else "reason"
+_state: dict[str, Any] = {}
 _local = threading.local()  # `pure_tf()` depth of this thread
 
 
@@ -46,24 +52,58 @@ def pure_tf() -> Iterator[None]:
         _local.pure -= 1
 
 
+def _try_load(path: Any, how: str) -> dict[str, Any]:
+    try:
+        return {"module": tf.load_op_library(str(path)), "path": str(path), "how": how}
+    except Exception as exc:  # noqa: BLE001 - any load failure -> fallback
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        return {"reason": f"{path} failed to load ({first}); delete it and rerun "
+                          "`python -m tfpipe.native build --force`"}
+
+
+def _resolve() -> dict[str, Any]:
+    """Package dir (AOT), then the cache, then a first-use build into the cache."""
+    from tfpipe.native import build
+
+    try:
+        key = build.cache_key()
+    except Exception as exc:  # noqa: BLE001 - e.g. a TF without sysconfig flags
+        return {"reason": f"cannot key the native build ({type(exc).__name__}: {exc})"}
+    aot = build.package_library(key)
+    if aot.exists():
+        return _try_load(aot, "built ahead of time next to the package")
+    cached = build.cache_library(key)
+    if cached.exists():
+        return _try_load(cached, "cached from an earlier first use or build")
+    if not build.build_allowed():
+        return {"reason": f"not built and {build.BUILD_ENV}=0 forbids building it at run "
+                          "time (run `python -m tfpipe.native build`)"}
+    try:
+        path, seconds = build.ensure_cached(key)
+    except build.BuildError as exc:
+        return {"reason": str(exc)}
+    except OSError as exc:  # e.g. a read-only cache directory
+        return {"reason": f"building into {cached.parent} failed ({exc}); set "
+                          f"{build.CACHE_ENV} to a writable directory"}
+    how = (f"built on first use in {seconds:.0f} s" if seconds is not None
+           else "built by another process")
+    return _try_load(path, how)
+
+
 def load() -> Any | None:
-    """The loaded op module, or None (the reason is in `status()`). Logs once."""
+    """The loaded op module, or None (the reason is in `status()`).
+
+    The first call decides, once per process: it may compile the library (see
+    the module doc) and, when the fallback is used, logs one warning saying why.
+    """
+    if disabled():
+        return None
     with _lock:
         if not _state:
-            from tfpipe.native.build import library_path
-
-            path = library_path()
-            if not path.exists():
-                _state["reason"] = (f"{path.name} not built (run `python -m tfpipe.native "
-                                    "build`)")
-            else:
-                try:
-                    _state["module"] = tf.load_op_library(str(path))
-                    _state["path"] = str(path)
-                except Exception as exc:  # noqa: BLE001 - any load failure -> fallback
-                    _state["reason"] = f"{path.name} failed to load: {exc}"
+            _state.update(_resolve())
             if "reason" in _state:
-                log.info("tfpipe.native: %s; using the pure-TF fallback", _state["reason"])
+                log.warning("tfpipe.native: %s. Using the pure-TF fallback (same results, "
+                            "slower).", _state["reason"])
         return _state.get("module")
 
 
@@ -73,14 +113,18 @@ def available() -> bool:
 
 
 def status() -> dict[str, Any]:
-    """For `tfpipe env`: {"active": bool, "detail": str}."""
+    """For `tfpipe env`: {"active": bool, "path": library or None, "reason": why this
+    path, "detail": one line}. May build the library (the first `load()`)."""
     if disabled():
-        why = "off on this thread (native.pure_tf())" if getattr(_local, "pure", 0) \
-            else f"disabled by {ENV}=0"
-        return {"active": False, "detail": f"{why} (pure-TF fallback)"}
+        reason = ("off on this thread (native.pure_tf())" if getattr(_local, "pure", 0)
+                  else f"disabled by {ENV}=0")
+        return {"active": False, "path": None, "reason": reason,
+                "detail": f"{reason} (pure-TF fallback)"}
     if load() is None:
-        return {"active": False, "detail": _state["reason"] + " (pure-TF fallback)"}
-    return {"active": True, "detail": _state["path"]}
+        return {"active": False, "path": None, "reason": _state["reason"],
+                "detail": _state["reason"] + " (pure-TF fallback)"}
+    return {"active": True, "path": _state["path"], "reason": _state["how"],
+            "detail": _state["path"]}
 
 
 def unavailable(kernel: str, source: str) -> RuntimeError:
@@ -88,7 +132,7 @@ def unavailable(kernel: str, source: str) -> RuntimeError:
     built, not loadable) or, when the library loads, that it predates `source`."""
     st = status()
     why = st["detail"] if not st["active"] else \
-        f"{st['detail']} predates {source} (rebuild: `python -m tfpipe.native build`)"
+        f"{st['detail']} predates {source} (rebuild: `python -m tfpipe.native build --force`)"
     return RuntimeError(f"tfpipe.native {kernel} unavailable: {why}")
 
 
@@ -98,7 +142,7 @@ def resize_bilinear_u8(image: tf.Tensor, size: tuple[int, int],
     saturated to uint8, then mirrored along width when `flip`. Requires `available()`."""
     module = load()
     if module is None:
-        raise RuntimeError(f"tfpipe.native unavailable: {_state.get('reason')}")
+        raise unavailable("resize", "ops.cc")
     return module.tfpipe_resize_bilinear_u8(
         image, tf.constant([int(size[0]), int(size[1])], tf.int32),
         tf.convert_to_tensor(flip, tf.bool))
@@ -117,7 +161,7 @@ def crop_window(draws: tf.Tensor, height: Any, width: Any,
     module = load()
     if module is None or not hasattr(module, "tfpipe_crop_window"):
         why = _state.get("reason") or ("the built library predates window.cc (rebuild: "
-                                       "`python -m tfpipe.native build`)")
+                                       "`python -m tfpipe.native build --force`)")
         raise RuntimeError(f"tfpipe.native crop window unavailable: {why}")
     import numpy as np
 
