@@ -24,8 +24,14 @@ def command(config: str, out: str, n: int, split: str, epoch: int, set_options: 
 
     try:
         cfg = load_config(config, parse_set_options(list(set_options)))
-        path = render_preview(cfg, out, n=n, split=split, epoch=epoch)
+        info: dict = {}
+        path = render_preview(cfg, out, n=n, split=split, epoch=epoch, info=info)
     except TfpipeError as exc:
         click.echo("error: " + str(exc).replace("\n", "\n  "), err=True)
         raise SystemExit(2) from None
-    click.echo(f"wrote {path} (first {n} samples of split {split}, epoch {epoch}, seed {cfg.seed})")
+    k = info.get("samples", n)
+    note = (f"; a partial batch: the split has fewer records than pipeline.batch_size="
+            f"{cfg.pipeline.batch_size}, which training with drop_remainder: true skips"
+            if info.get("partial_batch") else "")
+    click.echo(f"wrote {path} (first {k} samples of split {split}, epoch {epoch}, "
+               f"seed {cfg.seed}{note})")
