@@ -147,6 +147,10 @@ def materialize(config: Any, out: str, epochs: int, split: str = "train",
         ds = build_stages(s, split, epoch=e)[-1][1]
         spec = ds.element_spec
         path = _epoch_dir(out, split, e)
+        if s.on_error == "raise":
+            # Dataset.save deadlocks when its input fails (tensorflow/tensorflow#61736):
+            # read the epoch once first, so a bad record stops the run with its message
+            ds.reduce(tf.constant(0, tf.int64), lambda n, _: n + 1)
         # one shard file: Dataset.load interleaves shards, which would reorder batches
         ds.save(path, shard_func=lambda e: tf.constant(0, tf.int64))
         counts.append(int(sum(1 for _ in tf.data.Dataset.load(path, element_spec=spec))))
