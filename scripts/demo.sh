@@ -6,7 +6,8 @@ set -euo pipefail
 # output is not a terminal: docs/cli.md)
 OUT=${1:-demo-out}
 mkdir -p "$OUT"
-step() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
+if [ -t 1 ]; then B=$'\033[1m' N=$'\033[0m'; else B='' N=''; fi  # bold on a terminal only
+step() { printf '\n%s== %s%s\n' "$B" "$*" "$N"; }
 
 step "tfpipe env"
 tfpipe env

@@ -50,7 +50,8 @@ def configure(verbose: bool = False) -> int:
     """
     if "TF_CPP_MIN_LOG_LEVEL" not in os.environ:
         os.environ["TF_CPP_MIN_LOG_LEVEL"] = "0" if verbose else DEFAULT_LEVEL
-    logging.getLogger("tensorflow").setLevel(logging.INFO if verbose else logging.ERROR)
+    for name in ("tensorflow", "absl"):  # absl: Keras' and TF's Python-side notices
+        logging.getLogger(name).setLevel(logging.INFO if verbose else logging.ERROR)
     if "tensorflow" not in sys.modules and not any(
             isinstance(f, _QuietTensorFlowImport) for f in sys.meta_path):
         sys.meta_path.insert(0, _QuietTensorFlowImport())
@@ -137,28 +138,41 @@ def _write_all(fd: int, data: bytes) -> None:
 
 
 class _QuietTensorFlowImport(importlib.abc.MetaPathFinder):
-    """Runs the first `import tensorflow` inside `filtered_stderr`."""
+    """Runs the first `import tensorflow` inside `filtered_stderr`.
+
+    Stays installed until TensorFlow is actually executed (a plain
+    `importlib.util.find_spec("tensorflow")` before that must not disarm it).
+    """
+
+    def __init__(self) -> None:
+        self._busy = False
 
     def find_spec(self, name: str, path: Any = None, target: Any = None
                   ) -> importlib.machinery.ModuleSpec | None:
-        if name != "tensorflow":
+        if name != "tensorflow" or self._busy:
             return None
-        sys.meta_path.remove(self)  # once; and find the real spec below
-        spec = importlib.util.find_spec(name)
+        self._busy = True  # the real spec, from the finders after this one
+        try:
+            spec = importlib.util.find_spec(name)
+        finally:
+            self._busy = False
         if spec is None or spec.loader is None:
             return spec
-        spec.loader = _FilteringLoader(spec.loader)
+        spec.loader = _FilteringLoader(spec.loader, self)
         return spec
 
 
 class _FilteringLoader(importlib.abc.Loader):
-    def __init__(self, loader: Any) -> None:
+    def __init__(self, loader: Any, finder: _QuietTensorFlowImport) -> None:
         self._loader = loader
+        self._finder = finder
 
     def create_module(self, spec: importlib.machinery.ModuleSpec) -> ModuleType | None:
         return self._loader.create_module(spec)
 
     def exec_module(self, module: ModuleType) -> None:
+        if self._finder in sys.meta_path:
+            sys.meta_path.remove(self._finder)
         module.__loader__ = self._loader
         if module.__spec__ is not None:
             module.__spec__.loader = self._loader
