@@ -26,6 +26,7 @@ def clean(output: str) -> None:
         assert marker not in output, output
 
 
+@pytest.mark.slow  # ~12 s: two pipelines (preview, materialize) on 2 vCPUs
 def test_every_verb_that_reads_data_names_the_damage(datasets: dict[str, Path],
                                                      tmp_path: Path) -> None:
     shard, img = datasets["dmgshard"], datasets["dmgimg"]

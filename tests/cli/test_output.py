@@ -22,6 +22,7 @@ TF_LOG = re.compile(r"^[IWEF]\d{4} \d\d:\d\d:[\d.]+\s+\d+ \S+:\d+\]|absl::Initia
                     re.M)
 
 
+@pytest.mark.slow  # ~9 s: a fresh process imports TensorFlow
 def test_a_cli_run_prints_no_tf_log_line_and_greps_whole_names(datasets: dict[str, Path]
                                                                 ) -> None:
     env = {k: v for k, v in os.environ.items()
