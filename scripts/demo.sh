@@ -2,12 +2,12 @@
 # `make demo`: sample data from photos bundled in scikit-image / scikit-learn,
 # converted to checked shards, then the pipeline measured, previewed and checked.
 set -euo pipefail
-# Wide enough for the findings and check tables when output is not a terminal.
-export COLUMNS=${COLUMNS:-150}
+# (tfpipe keeps TensorFlow's start-up logs quiet and never wraps tables when
+# output is not a terminal: docs/cli.md)
 OUT=${1:-demo-out}
-export TF_CPP_MIN_LOG_LEVEL=${TF_CPP_MIN_LOG_LEVEL:-2}
 mkdir -p "$OUT"
-step() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
+if [ -t 1 ]; then B=$'\033[1m' N=$'\033[0m'; else B='' N=''; fi  # bold on a terminal only
+step() { printf '\n%s== %s%s\n' "$B" "$*" "$N"; }
 
 step "tfpipe env"
 tfpipe env

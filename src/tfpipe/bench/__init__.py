@@ -8,11 +8,13 @@ pre-flight checklist behind `tfpipe check`.
 
 from __future__ import annotations
 
+from tfpipe.bench._compare import BaselineComparison, compare_naive, write_result_csv
 from tfpipe.bench._measure import Result, element_nbytes, measure
 from tfpipe.bench._sweep import (CSV_METRICS, SweepResult, SweepRow, grid_points,
                                  parse_sweep_option, sweep, sweep_builder)
 
 __all__ = ["Result", "measure", "element_nbytes", "SweepResult", "SweepRow", "CSV_METRICS",
+           "BaselineComparison", "compare_naive", "write_result_csv",
            "grid_points", "parse_sweep_option", "sweep", "sweep_builder",
            "stage_report", "StageReport", "input_bound", "InputBoundResult",
            "trace_to_tensorboard"]

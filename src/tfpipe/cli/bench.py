@@ -30,14 +30,9 @@ def _results_table(title: str, named: list[tuple[str, Any]]) -> Any:
 
 
 def _table(title: str, columns: list[str], rows: list[list[str]]) -> Any:
-    from rich.table import Table
+    from tfpipe.cli._console import table
 
-    t = Table(title=title, title_justify="left")
-    for i, c in enumerate(columns):
-        t.add_column(c, justify="left" if i == 0 else "right")
-    for row in rows:
-        t.add_row(*row)
-    return t
+    return table(title, columns, rows, right=columns[1:])
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
@@ -76,8 +71,8 @@ def command(config: str, sets: tuple[str, ...], split: str, steps: int, warmup: 
     Default: the train pipeline's throughput, latency percentiles, peak RSS and
     CPU use over --steps batches after --warmup batches.
     """
-    from rich.console import Console
-
+    from tfpipe.cli._console import console as make_console
+    from tfpipe.cli._console import is_terminal
     from tfpipe.errors import TfpipeError
 
     if plot_path and not sweeps:
@@ -85,11 +80,13 @@ def command(config: str, sets: tuple[str, ...], split: str, steps: int, warmup: 
     if sweeps and (stages or model_path or baseline or tb_dir):
         raise click.UsageError("--sweep runs on its own: drop --stages / --model / --baseline "
                                "/ --tensorboard, or run them separately")
-    console = Console(stderr=as_json)
+    console = make_console(stderr=as_json)
+    # Progress lines (sweep points, baseline rounds) on a terminal only, on stderr.
+    status = make_console(stderr=True) if is_terminal(stderr=True) and not as_json else None
     out: dict[str, Any] = {}
     try:
         _run(config, list(sets), split, steps, warmup, stages, sweeps, sweep_mode, repeats,
-             csv_path, plot_path, model_path, baseline, tb_dir, as_json, console, out)
+             csv_path, plot_path, model_path, baseline, tb_dir, as_json, console, status, out)
     except (TfpipeError, ValueError, FileNotFoundError) as exc:
         raise click.ClickException(str(exc)) from exc
     if as_json:
@@ -99,13 +96,14 @@ def command(config: str, sets: tuple[str, ...], split: str, steps: int, warmup: 
 def _run(config: str, sets: list[str], split: str, steps: int, warmup: int, stages: bool,
          sweeps: tuple[str, ...], sweep_mode: str, repeats: int, csv_path: str | None,
          plot_path: str | None, model_path: str | None, baseline: str | None,
-         tb_dir: str | None, as_json: bool, console: Any, out: dict[str, Any]) -> None:
+         tb_dir: str | None, as_json: bool, console: Any, status: Any,
+         out: dict[str, Any]) -> None:
     from tfpipe import bench
     from tfpipe.bench._build import build_from, resolve_config
 
     cfg = resolve_config(config, sets)
     show = (lambda x: None) if as_json else console.print
-    progress = (lambda msg: console.print(f"[dim]{msg}[/dim]")) if not as_json else None
+    progress = (lambda msg: status.print(f"[dim]{msg}[/dim]")) if status is not None else None
 
     if sweeps:
         grid = dict(bench.parse_sweep_option(s) for s in sweeps)
@@ -137,31 +135,21 @@ def _run(config: str, sets: list[str], split: str, steps: int, warmup: int, stag
     named = [(f"tfpipe ({split})", result)]
     out["result"] = result.to_dict()
     if baseline == "naive":
-        from tfpipe.bench.baselines import naive_from_config
-
-        naive, spec = naive_from_config(cfg, split=split)
-        # Alternate tfpipe, naive, tfpipe, naive so machine drift hits both alike.
-        ours, theirs = [result], [bench.measure(naive, warmup=warmup, steps=steps)]
-        ours.append(bench.measure(build_from(cfg, split=split), warmup=warmup, steps=steps))
-        theirs.append(bench.measure(naive, warmup=warmup, steps=steps))
-        result = max(ours, key=lambda r: r.elements_per_s)
-        slow = max(theirs, key=lambda r: r.elements_per_s)
-        ratio_lo = min(o.elements_per_s / t.elements_per_s for o, t in zip(ours, theirs))
-        ratio_hi = max(o.elements_per_s / t.elements_per_s for o, t in zip(ours, theirs))
-        named = [(f"tfpipe ({split})", result), ("naive: cv2 in py_function", slow)]
+        cmp = bench.compare_naive(cfg, split=split, steps=steps, warmup=warmup, rounds=2,
+                                  first=result, progress=progress)
+        result = cmp.best
+        named = [(f"tfpipe ({split})", result), ("naive: cv2 in py_function", cmp.baseline_best)]
         out["result"] = result.to_dict()
-        out["baseline"] = {"kind": "naive", "result": slow.to_dict(),
-                           "speedup_range": [ratio_lo, ratio_hi],
-                           "not_reproduced": list(spec.not_reproduced)}
+        out["baseline"] = cmp.to_dict()
     show(_results_table(f"{config}: {split} pipeline, {steps} steps after {warmup} warm-up",
                         named))
     if baseline == "naive":
-        lo, hi = out["baseline"]["speedup_range"]
-        show(f"tfpipe / naive: {lo:.2f}x-{hi:.2f}x elements/s (2 alternating rounds)")
-        if spec.not_reproduced:
-            show(f"[yellow]naive baseline skips config ops: {', '.join(spec.not_reproduced)}[/yellow]")
+        lo, hi = cmp.speedup_range
+        show(f"tfpipe / naive: {lo:.2f}x-{hi:.2f}x elements/s ({len(cmp.ours)} alternating rounds)")
+        if cmp.not_reproduced:
+            show(f"[yellow]naive baseline skips config ops: {', '.join(cmp.not_reproduced)}[/yellow]")
     if csv_path:
-        _single_csv(csv_path, result)
+        bench.write_result_csv(csv_path, result)
         show(f"wrote {csv_path}")
 
     if stages:
@@ -194,21 +182,6 @@ def _run(config: str, sets: list[str], split: str, steps: int, warmup: int, stag
         out["tensorboard"] = {"logdir": tb_dir, "traces": [str(p) for p in traces]}
         show(f"wrote scalars and {len(traces)} trace file(s) under {tb_dir} "
              "(view: tensorboard --logdir DIR, with tensorboard-plugin-profile installed)")
-
-
-def _single_csv(path: str, result: Any) -> None:
-    import csv
-    from pathlib import Path
-
-    from tfpipe.bench import CSV_METRICS
-
-    p = Path(path)
-    p.parent.mkdir(parents=True, exist_ok=True)
-    with p.open("w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=CSV_METRICS)
-        w.writeheader()
-        d = result.to_dict()
-        w.writerow({k: d[k] for k in CSV_METRICS})
 
 
 if __name__ == "__main__":  # pragma: no cover

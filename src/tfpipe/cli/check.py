@@ -28,15 +28,19 @@ def command(config: str, sets: tuple[str, ...], batches: int, only: tuple[str, .
     every manifest record delivered, bad-input tolerance under on_error=skip, two
     workers disjoint, enable_rate fraction.
     """
-    from rich.console import Console
-    from rich.table import Table
+    from rich.text import Text
+
+    from tfpipe.cli._console import console as make_console
+    from tfpipe.cli._console import is_terminal, table
 
     from tfpipe.bench.check import run_checks
     from tfpipe.errors import TfpipeError
 
-    console = Console()
-    progress = None if as_json else (
-        lambda r: console.print(f"[dim]{r.name}: {'pass' if r.passed else 'FAIL'}[/dim]"))
+    console = make_console()
+    # One line per finished check while the others run: on a terminal only.
+    status = make_console(stderr=True)
+    progress = None if as_json or not is_terminal(stderr=True) else (
+        lambda r: status.print(f"[dim]{r.name}: {'pass' if r.passed else 'FAIL'}[/dim]"))
     try:
         results = run_checks(config, list(sets), batches=batches, only=list(only) or None,
                              progress=progress)
@@ -47,15 +51,13 @@ def command(config: str, sets: tuple[str, ...], batches: int, only: tuple[str, .
         click.echo(json.dumps({"passed": not failed, "checks": [r.to_dict() for r in results]},
                               indent=2))
     else:
-        table = Table(title=f"tfpipe check {config}", title_justify="left", show_lines=True)
-        table.add_column("check")
-        table.add_column("result")
-        table.add_column("detail", overflow="fold")
+        rows = []
         for r in results:
-            mark = "[yellow]n/a[/yellow]" if r.skipped else (
-                "[green]pass[/green]" if r.passed else "[red bold]FAIL[/red bold]")
-            table.add_row(r.name, mark, r.detail)
-        console.print(table)
+            mark = (Text("n/a", style="yellow") if r.skipped else
+                    Text("pass", style="green") if r.passed else Text("FAIL", style="red bold"))
+            rows.append([r.name, mark, r.detail])
+        console.print(table(f"tfpipe check {config}", ["check", "result", "detail"], rows,
+                            show_lines=True))
         console.print(f"[red bold]{len(failed)} check(s) failed[/red bold]" if failed
                       else "[green]all checks passed[/green]")
     if failed:

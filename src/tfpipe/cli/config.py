@@ -50,12 +50,9 @@ def list_(as_json: bool) -> None:
     if as_json:
         click.echo(json.dumps(presets, indent=2))
         return
-    from rich.console import Console
-    from rich.table import Table
+    from tfpipe.cli._console import console, table
 
-    table = Table(show_header=True, header_style="bold", box=None)
-    table.add_column("preset")
-    table.add_column("what it is for")
-    for name, desc in presets.items():
-        table.add_row(name, desc)
-    Console().print(table)
+    t = table(None, ["preset", "what it is for"], list(presets.items()))
+    t.box = None
+    t.header_style = "bold"
+    console().print(t)

@@ -4,22 +4,10 @@ from __future__ import annotations
 
 import json
 import sys
-from typing import Any
 
 import click
 
-
-def _summary(manifest: Any) -> dict[str, Any]:
-    stats = manifest.settings.get("stats", {})
-    return {
-        "splits": {name: {"records": info.num_records, "shards": len(info.shards),
-                          "bytes": info.num_bytes, "skipped": len(info.skipped),
-                          **({"boxes": stats[name]} if name in stats else {})}
-                   for name, info in manifest.splits.items()},
-        "class_names": list(manifest.class_names),
-        "skipped": {name: [s.to_json() for s in info.skipped]
-                    for name, info in manifest.splits.items() if info.skipped},
-    }
+from tfpipe.cli._console import console, progress, table, text
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
@@ -66,57 +54,43 @@ def command(src: str, out: str, fmt: str, split: str | None, shard_size: str,
             image_column: str | None, label_column: str | None, images_dir: str | None,
             invalid_boxes: str, runner: str, pipeline_options: str | None,
             as_json: bool) -> None:
-    """Convert SRC (image folder, CSV, Parquet or COCO JSON) into shards under OUT."""
-    from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
+    """Convert SRC (image folder, CSV, Parquet or COCO JSON) into shards under OUT.
 
-    from tfpipe.convert import convert
+    A failed run (a bad input under --on-error raise, Ctrl-C, a crash) leaves
+    what it finished: rerun with --resume to keep it, or plainly to start over.
+    """
+    from tfpipe.convert import conversion_summary, convert
     from tfpipe.errors import TfpipeError
 
-    err = Console(stderr=True)
-    bar = Progress("[progress.description]{task.description}", BarColumn(),
-                   MofNCompleteColumn(), TimeElapsedColumn(), console=err,
-                   disable=as_json or not err.is_terminal, transient=True)
-    task = bar.add_task("converting", total=None)
-
-    def progress(done: int, total: int) -> None:
-        bar.update(task, completed=done, total=total)
-
     try:
-        with bar:
+        with progress("converting", enabled=not as_json) as update:
             manifest = convert(src, out, format=fmt, split=split, shard_size=shard_size,
                                compression=compression, workers=workers, on_error=on_error,
                                resume=resume, seed=seed, image_column=image_column,
                                label_column=label_column, images=images_dir,
-                               invalid_boxes=invalid_boxes, progress=progress,
+                               invalid_boxes=invalid_boxes, progress=update,
                                runner=runner, pipeline_options=pipeline_options)
     except TfpipeError as exc:
         click.echo(f"error: {exc}", err=True)  # unwrapped: scripts grep it
         sys.exit(1)
-    summary = _summary(manifest)
+    summary = conversion_summary(manifest, out)
     if as_json:
-        click.echo(json.dumps({"out": out, **summary}, indent=2, sort_keys=True))
+        click.echo(json.dumps(summary, indent=2, sort_keys=True))
         return
-    from rich.table import Table
-
-    table = Table(title=f"{out}", title_justify="left")
-    for col in ("split", "records", "shards", "bytes", "skipped"):
-        table.add_column(col, justify="left" if col == "split" else "right")
-    for name, row in summary["splits"].items():
-        table.add_row(name, f"{row['records']:,}", str(row["shards"]), f"{row['bytes']:,}",
-                      str(row["skipped"]))
-    console = Console()
-    console.print(table)
+    con = console()
+    con.print(table(out, ["split", "records", "shards", "bytes", "skipped"],
+                    [[name, f"{row['records']:,}", str(row["shards"]), f"{row['bytes']:,}",
+                      str(row["skipped"])] for name, row in summary["splits"].items()],
+                    right=["records", "shards", "bytes", "skipped"]))
     if manifest.class_names:
-        console.print(f"{len(manifest.class_names)} classes", highlight=False)
+        con.print(text(f"{len(manifest.class_names)} classes"))
     for name, row in summary["splits"].items():
         if "boxes" in row:
             b = row["boxes"]
-            console.print(f"{name}: {b.get('boxes', 0)} boxes kept, {b.get('boxes_clipped', 0)} "
-                          f"clipped, {b.get('boxes_dropped', 0)} dropped", highlight=False)
+            con.print(text(f"{name}: {b.get('boxes', 0)} boxes kept, {b.get('boxes_clipped', 0)} "
+                           f"clipped, {b.get('boxes_dropped', 0)} dropped"))
     for name, skipped in summary["skipped"].items():
         for s in skipped[:5]:
-            console.print(f"skipped ({name}): {s['input']}: {s['reason']}", highlight=False,
-                          markup=False)
+            con.print(text(f"skipped ({name}): {s['input']}: {s['reason']}"))
         if len(skipped) > 5:
-            console.print(f"... {len(skipped) - 5} more in {out}/manifest.json", highlight=False)
+            con.print(text(f"... {len(skipped) - 5} more in {out}/manifest.json"))

@@ -53,27 +53,27 @@ def command(target: str, as_json: bool, ignore: tuple[str, ...], sets: tuple[str
 
 
 def _print_table(description: str, findings: list) -> None:
-    from rich.console import Console
-    from rich.table import Table
+    from rich.text import Text
 
-    console = Console()
+    from tfpipe.cli._console import console as make_console
+    from tfpipe.cli._console import table, text
+
+    console = make_console()
     if not findings:
-        console.print(f"[green]No findings[/] in {description}.")
+        console.print("[green]No findings[/] in ", text(description), ".", sep="")
         return
     colors = {"error": "red", "warning": "yellow", "info": "cyan"}
-    table = Table(title=f"tfpipe doctor: {description}", show_lines=True)
-    # Rule ids stay whole so they can be copied into --ignore.
-    table.add_column("rule", no_wrap=True)
-    table.add_column("severity", no_wrap=True)
-    for column in ("op", "function", "message", "fix"):
-        table.add_column(column, overflow="fold", ratio=3 if column in ("message", "fix") else 1)
+    rows = []
     for f in findings:
         function = " -> ".join(f.call_path) if len(f.call_path) > 1 else (f.function or "")
         if f.location:
             function += f"\n{f.location}"
-        table.add_row(f.rule, f"[{colors[f.severity]}]{f.severity}[/]", f.op, function,
-                      f.message, f.fix)
-    console.print(table)
+        rows.append([f.rule, Text(f.severity, style=colors[f.severity]), f.op, function,
+                     f.message, f.fix])
+    # Rule ids stay whole so they can be copied into --ignore.
+    console.print(table(f"tfpipe doctor: {description}",
+                        ["rule", "severity", "op", "function", "message", "fix"], rows,
+                        show_lines=True))
     counts = {s: sum(f.severity == s for f in findings) for s in colors}
     console.print(", ".join(f"{n} {s}" for s, n in counts.items() if n)
                   + ". Silence a rule with --ignore RULE (docs/doctor.md).")

@@ -21,12 +21,9 @@ def command(as_json: bool) -> None:
     if as_json:
         click.echo(json.dumps(info, indent=2, sort_keys=True, default=str))
         return
-    from rich.console import Console
-    from rich.table import Table
+    from tfpipe.cli._console import Rows, console, table
 
-    t = Table(show_header=False, title="tfpipe env", title_justify="left")
-    t.add_column("key", style="bold")
-    t.add_column("value")
+    t = Rows()
     t.add_row("tfpipe", info["tfpipe_version"])
     t.add_row("python", f"{info['python']} ({info['platform']})")
     cpus = info["cpus"]
@@ -53,4 +50,5 @@ def command(as_json: bool) -> None:
                   else f"pure-TF fallback: {nat.get('reason') or nat.get('detail')}")
         t.add_row("TF threads", f"inter-op {tf_info['inter_op_threads'] or 'auto'}, "
                                 f"intra-op {tf_info['intra_op_threads'] or 'auto'}")
-    Console().print(t)
+    console().print(table("tfpipe env", ["key", "value"], t.rows, show_header=False,
+                          styles={"key": "bold"}))

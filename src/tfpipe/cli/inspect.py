@@ -1,54 +1,45 @@
-"""`tfpipe inspect`: schema, counts per split, class histogram, first records."""
+"""`tfpipe inspect`: schema, counts per split, class histogram, first records
+(logic: tfpipe.records.summarize)."""
 
 from __future__ import annotations
 
 import json
-import sys
 from typing import Any
 
 import click
 
+from tfpipe.cli._console import console, table, text
+
+# Column headers of the first-records table that need saying what they hold.
+RECORD_HEADERS = {"size": "height x width", "image_bytes": "image bytes",
+                  "label_text": "label text"}
+
 
 def _render(s: dict[str, Any]) -> None:
-    from rich.console import Console
-    from rich.table import Table
-
-    con = Console()
-    con.print(f"[bold]{s['path']}[/bold]  schema v{s['schema_version']}  "
-              f"compression={s['compression'] or 'none'}  "
-              + (f"tool {s['tool_version']}" if "tool_version" in s else "(no manifest)"))
-    t = Table(title="Schema", title_justify="left")
-    for c in ("feature", "dtype", "shape", "kind", "default"):
-        t.add_column(c)
-    for name, f in s["schema"].items():
-        t.add_row(name, f["dtype"], str(f["shape"]), f["kind"],
-                  repr(f["default"]) if "default" in f else "(required)")
-    con.print(t)
-    t = Table(title="Splits", title_justify="left")
-    for c in ("split", "records", "shards", "bytes", "skipped inputs"):
-        t.add_column(c, justify="left" if c == "split" else "right")
-    for name, info in s["splits"].items():
-        t.add_row(name, f"{info['records']:,}", str(info["shards"]), f"{info['bytes']:,}",
-                  str(info["skipped"]))
-    con.print(t)
+    con = console()
+    con.print(text(f"{s['path']}  schema v{s['schema_version']}  "
+                   f"compression={s['compression'] or 'none'}  "
+                   + (f"tool {s['tool_version']}" if "tool_version" in s else "(no manifest)")))
+    con.print(table("Schema", ["feature", "dtype", "shape", "kind", "default"],
+                    [[name, f["dtype"], str(f["shape"]), f["kind"],
+                      repr(f["default"]) if "default" in f else "(required)"]
+                     for name, f in s["schema"].items()]))
+    con.print(table("Splits", ["split", "records", "shards", "bytes", "skipped inputs"],
+                    [[name, f"{info['records']:,}", str(info["shards"]), f"{info['bytes']:,}",
+                      str(info["skipped"])] for name, info in s["splits"].items()],
+                    right=["records", "shards", "bytes", "skipped inputs"]))
     if s.get("class_histogram") is not None:
-        t = Table(title=f"Classes in {s['split']!r} ({s['label_key']})", title_justify="left")
-        for c in ("label", "name", "count"):
-            t.add_column(c, justify="right" if c != "name" else "left")
-        for row in s["class_histogram"]:
-            t.add_row(str(row["label"]), row["name"] or "", f"{row['count']:,}")
-        con.print(t)
+        con.print(table(f"Classes in {s['split']!r} ({s['label_key']})",
+                        ["label", "name", "count"],
+                        [[str(r["label"]), r["name"] or "", f"{r['count']:,}"]
+                         for r in s["class_histogram"]], right=["label", "count"]))
     if s["records"]:
         cols = list(dict.fromkeys(k for r in s["records"] for k in r))
-        t = Table(title=f"First {len(s['records'])} records of {s['split']!r}",
-                  title_justify="left")
-        for c in cols:
-            t.add_column(c)
-        for r in s["records"]:
-            t.add_row(*["" if r.get(c) is None else str(r.get(c)) for c in cols])
-        con.print(t)
-    for w in s.get("warnings", []):
-        con.print(f"[yellow]warning:[/yellow] {w}", highlight=False, soft_wrap=True)
+        con.print(table(f"First {len(s['records'])} records of {s['split']!r}",
+                        [RECORD_HEADERS.get(c, c) for c in cols],
+                        [["" if r.get(c) is None else str(r.get(c)) for c in cols]
+                         for r in s["records"]],
+                        right=["index", "image bytes", "label"]))
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
@@ -61,18 +52,14 @@ def command(path: str, num_records: int, split: str | None, as_json: bool) -> No
     """Show schema, counts per split, class histogram and the first N records.
 
     PATH is a dataset directory (with manifest.json), a shard file or a glob.
+    Warnings (a damaged shard: counted up to the damage) go to stderr.
     """
-    from tfpipe.errors import TfpipeError
-    from tfpipe.records.summary import summarize
+    from tfpipe.records import summarize
 
-    try:
-        s = summarize(path, split=split, num_records=num_records)
-    except TfpipeError as e:
-        click.echo(f"error: {e}", err=True)
-        sys.exit(2)
+    s = summarize(path, split=split, num_records=num_records)
     if as_json:
         click.echo(json.dumps(s, indent=2, sort_keys=True, default=str))
     else:
         _render(s)
-    for w in s.get("warnings", []) if as_json else []:
+    for w in s.get("warnings", []):
         click.echo(f"warning: {w}", err=True)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import os
 
 import click
 
@@ -48,6 +49,14 @@ class LazyGroup(click.Group):
         command.short_help = command.short_help or short_help
         return command
 
+    def invoke(self, ctx: click.Context) -> object:
+        # One line per error, naming what failed, never a traceback (--debug
+        # or TFPIPE_DEBUG=1 shows it): see tfpipe.cli._errors.
+        from tfpipe.cli._errors import run_reporting_errors
+
+        return run_reporting_errors(lambda: super(LazyGroup, self).invoke(ctx),
+                                    debug=_debug(ctx))
+
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         # Use the static one-liners so `--help` never imports the verbs' modules.
         rows = [(verb, VERBS[verb][1]) for verb in self.list_commands(ctx)]
@@ -56,10 +65,22 @@ class LazyGroup(click.Group):
                 formatter.write_dl(rows)
 
 
+def _debug(ctx: click.Context) -> bool:
+    return bool(ctx.params.get("debug")) or os.environ.get("TFPIPE_DEBUG", "") not in ("", "0")
+
+
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="tfpipe")
-def cli() -> None:
+@click.option("-v", "--verbose", is_flag=True,
+              help="Show TensorFlow's own logs (C++ start-up notices, Python warnings).")
+@click.option("--debug", is_flag=True,
+              help="Show the full traceback of an error (also: TFPIPE_DEBUG=1).")
+def cli(verbose: bool, debug: bool) -> None:
     """tfpipe: fast, reproducible TensorFlow input pipelines."""
+    from tfpipe.cli._quiet import configure
+
+    # Before any verb imports TensorFlow (a TF_CPP_MIN_LOG_LEVEL you set wins).
+    configure(verbose=verbose)
 
 
 def main() -> None:

@@ -27,9 +27,12 @@ def command(config: str, out: str, epochs: int, split: str, set_options: tuple[s
     from tfpipe.config import load_config, parse_set_options
     from tfpipe.pipeline import materialize
 
+    from tfpipe.cli._console import progress
+
     try:
         cfg = load_config(config, parse_set_options(list(set_options)))
-        info = materialize(cfg, out, epochs, split=split)
+        with progress("materializing epochs", enabled=not as_json) as update:
+            info = materialize(cfg, out, epochs, split=split, progress=update)
     except TfpipeError as exc:
         click.echo("error: " + str(exc).replace("\n", "\n  "), err=True)
         raise SystemExit(2) from None

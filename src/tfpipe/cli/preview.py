@@ -17,15 +17,30 @@ from tfpipe.errors import TfpipeError
 @click.option("--epoch", default=0, show_default=True, type=click.IntRange(min=0))
 @click.option("--set", "set_options", multiple=True, metavar="KEY=VALUE",
               help="Override a dotted config key, e.g. --set data.path=out/ (repeatable).")
-def command(config: str, out: str, n: int, split: str, epoch: int, set_options: tuple[str, ...]) -> None:
+@click.option("--json", "as_json", is_flag=True, help="Print what was written as JSON.")
+def command(config: str, out: str, n: int, split: str, epoch: int, set_options: tuple[str, ...],
+            as_json: bool) -> None:
     """Write a PNG grid of the first N samples of CONFIG's pipeline (preset or YAML path)."""
     from tfpipe.config import load_config, parse_set_options
     from tfpipe.pipeline.preview import render_preview
 
     try:
         cfg = load_config(config, parse_set_options(list(set_options)))
-        path = render_preview(cfg, out, n=n, split=split, epoch=epoch)
+        info: dict = {}
+        path = render_preview(cfg, out, n=n, split=split, epoch=epoch, info=info)
     except TfpipeError as exc:
         click.echo("error: " + str(exc).replace("\n", "\n  "), err=True)
         raise SystemExit(2) from None
-    click.echo(f"wrote {path} (first {n} samples of split {split}, epoch {epoch}, seed {cfg.seed})")
+    k = info.get("samples", n)
+    if as_json:
+        import json
+
+        click.echo(json.dumps({"path": str(path), "samples": k, "split": split, "epoch": epoch,
+                               "seed": cfg.seed, "partial_batch": info.get("partial_batch")},
+                              indent=2))
+        return
+    note = (f"; a partial batch: the split has fewer records than pipeline.batch_size="
+            f"{cfg.pipeline.batch_size}, which training with drop_remainder: true skips"
+            if info.get("partial_batch") else "")
+    click.echo(f"wrote {path} (first {k} samples of split {split}, epoch {epoch}, "
+               f"seed {cfg.seed}{note})")

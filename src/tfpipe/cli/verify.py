@@ -1,23 +1,35 @@
-"""`tfpipe verify`: manifest, checksums and every record; salvage damaged shards."""
+"""`tfpipe verify`: manifest, checksums and every record; salvage damaged shards
+(logic: tfpipe.records.verify / salvage_dataset)."""
 
 from __future__ import annotations
 
 import json
 import os
+import shlex
 import sys
 from typing import Any
 
 import click
 
+from tfpipe.cli._console import console, progress, table, text
+from tfpipe.cli._errors import fail
 
-def _salvage_all(report: Any, out_dir: str) -> list[Any]:
-    from tfpipe.records import salvage
 
-    os.makedirs(out_dir, exist_ok=True)
-    results = []
-    for f in report.damaged_files:
-        results.append(salvage(f, os.path.join(out_dir, os.path.basename(f))))
-    return results
+def next_step(report: Any) -> str | None:
+    """What to do about a report's findings: the exact command where there is one."""
+    if report.ok:
+        return None
+    if report.damaged_files:
+        out = report.path.rstrip("/\\") + "-salvaged"
+        return (f"tfpipe verify {shlex.quote(report.path)} --salvage {shlex.quote(out)}  "
+                "(writes every readable record of the damaged shards, with a manifest)")
+    kinds = {f.kind for f in report.findings}
+    if kinds <= {"bad-image", "bad-example", "bad-box", "bad-label"}:
+        return ("these records are skipped and counted under pipeline.on_error: skip, or "
+                "stop the run under raise; re-convert from the source files to replace them")
+    if kinds <= {"unlisted-file"}:
+        return "delete the files the manifest does not list (left over from an earlier run)"
+    return "re-convert the dataset (`tfpipe convert SRC OUT`), or restore the files listed"
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
@@ -25,7 +37,8 @@ def _salvage_all(report: Any, out_dir: str) -> list[Any]:
 @click.option("--deep", is_flag=True,
               help="Also decode every image and check boxes and labels (slow).")
 @click.option("--salvage", "salvage_dir", default=None, metavar="OUT",
-              help="Write a salvaged copy of every damaged shard into OUT.")
+              help="Write a salvaged copy of every damaged shard into OUT, with a "
+                   "manifest.json listing them.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 def command(path: str, deep: bool, salvage_dir: str | None, as_json: bool) -> None:
     """Check a dataset directory or a shard file. Exit 0 only when intact.
@@ -33,72 +46,76 @@ def command(path: str, deep: bool, salvage_dir: str | None, as_json: bool) -> No
     Every finding names the file, the record index and the byte offset
     (offsets of GZIP shards count decompressed bytes).
     """
-    from rich.console import Console
+    from tfpipe.records import salvage_dataset, verify
 
-    from tfpipe.records import verify
-
-    con = Console(stderr=True)
     if not os.path.exists(path):
-        click.echo(f"error: {path} does not exist", err=True)
-        sys.exit(2)
+        fail(f"{path} does not exist")
     from tfpipe.export import is_export, verify_export
 
     if is_export(path):  # a `tfpipe export` directory: its SHA-256 manifests
         rep = verify_export(path)
         click.echo(json.dumps(rep.to_dict(), indent=2) if as_json else rep.text())
         sys.exit(0 if rep.ok else 1)
-    if as_json:
-        report = verify(path, deep=deep)
-    else:
-        with con.status("verifying...") as status:
-            report = verify(path, deep=deep,
-                            progress=lambda f: status.update(f"verifying {os.path.basename(f)}"))
-    salvaged = _salvage_all(report, salvage_dir) if salvage_dir and report.damaged_files else []
+    with progress("verifying", enabled=not as_json) as update:
+        done = [0]
+
+        def seen(f: str) -> None:
+            done[0] += 1
+            update(done[0], None, os.path.basename(f))
+
+        report = verify(path, deep=deep, progress=seen)
+    salvaged = salvage_dataset(path, salvage_dir, report) if salvage_dir else None
     if as_json:
         out = report.to_dict()
-        out["salvaged"] = []
-        for s in salvaged:
-            d = s.to_dict()
-            expected = report.expected_records.get(s.source)
-            d["records_lost_per_manifest"] = None if expected is None else expected - s.records_kept
-            out["salvaged"].append(d)
+        out["next_step"] = next_step(report)
+        if salvaged is not None:
+            s = salvaged.to_dict()
+            out["salvaged"] = s["salvaged"]
+            out["salvage_manifest"] = s["manifest"]
+        else:
+            out["salvaged"] = []
         click.echo(json.dumps(out, indent=2, sort_keys=True))
     else:
         _render(report, salvaged)
     sys.exit(0 if report.ok else 1)
 
 
-def _render(report: Any, salvaged: list[Any]) -> None:
-    from rich.console import Console
-    from rich.table import Table
-
-    con = Console()
+def _render(report: Any, salvaged: Any) -> None:
+    con = console()
     what = "dataset (manifest checked)" if report.manifest else "file"
-    con.print(f"{report.path}: {what}, {report.files_checked} files, "
-              f"{report.records_checked:,} intact records, {report.bytes_checked:,} bytes "
-              f"scanned{', deep' if report.deep else ''}")
+    con.print(text(f"{report.path}: {what}, {report.files_checked} files, "
+                   f"{report.records_checked:,} intact records, {report.bytes_checked:,} bytes "
+                   f"scanned{', deep' if report.deep else ''}"))
     if report.ok:
         con.print("[green]OK[/green]: every check passed")
     else:
-        t = Table(title=f"{len(report.findings)} findings", title_justify="left")
-        for c in ("kind", "file", "record", "offset", "message"):
-            t.add_column(c, overflow="fold")
+        rows = []
         for f in report.findings:
             off = "" if f.offset is None else (
                 f"{f.offset}" + (" (decompressed)" if f.offset_space == "decompressed" else ""))
-            t.add_row(f.kind, f.path, "" if f.index is None else str(f.index), off, f.message)
-        con.print(t)
-        con.print("[red]DAMAGED[/red]")
-    for s in salvaged:
-        lost = s.records_lost_known
-        more = "" if s.records_lost_exact else " (plus an unknowable number inside garbage)"
-        expected = report.expected_records.get(s.source)
-        if expected is not None:  # the manifest's count settles what the bytes cannot
-            lost, more = expected - s.records_kept, " (manifest count minus kept)"
-        con.print(f"salvaged {s.source} -> {s.out.path}: kept {s.records_kept:,} records, "
-                  f"lost {lost} records{more}, {s.bytes_lost:,} bytes")
+            rows.append([f.kind, f.path, "" if f.index is None else str(f.index), off, f.message])
+        n = len(report.findings)
+        con.print(table(f"{n} finding{'' if n == 1 else 's'}",
+                        ["kind", "file", "record", "offset", "message"], rows,
+                        right=["record", "offset"]))
+        con.print("[red]DAMAGED[/red]. Next: ", text(next_step(report)), sep="")
+    if salvaged is None:
+        return
+    if salvaged.intact:
+        con.print(text(f"nothing to salvage: no shard of {report.path} has damaged framing"
+                       + ("" if report.ok else " (salvage cannot repair the findings above)")))
+        return
+    for s in salvaged.shards:
+        lost, exact = salvaged.records_lost(s)
+        how = ("manifest count minus kept" if s.source in report.expected_records
+               else "" if exact else "plus an unknowable number inside garbage")
+        con.print(text(f"salvaged {s.source} -> {s.out.path}: kept {s.records_kept:,} records, "
+                       f"lost {lost} records{f' ({how})' if how else ''}, "
+                       f"{s.bytes_lost:,} bytes"))
         for f in s.lost:
-            con.print(f"  lost bytes [{f.offset}, {f.end}) ({f.kind}): {f.message}")
-    if salvaged:
-        con.print("salvaged shards no longer match the manifest; re-convert, or replace the "
-                  "shards and rebuild the manifest before training on them")
+            con.print(text(f"  lost bytes [{f.offset}, {f.end}) ({f.kind}): {f.message}"))
+    if salvaged.manifest_path:
+        con.print(text(f"wrote {salvaged.manifest_path} for the salvaged shards "
+                       f"(`tfpipe verify {salvaged.out_dir}` checks them); the other shards are "
+                       "intact in place; to train on one complete dataset again, re-convert "
+                       "it from its source"))

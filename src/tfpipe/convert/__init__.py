@@ -19,6 +19,7 @@ from tfpipe.convert._run import ON_ERROR, execute
 from tfpipe.convert._source import Source
 from tfpipe.convert._tfds import write_tfds_metadata
 from tfpipe.convert.beam import RUNNERS, check_paths, pipeline_flags, run_beam
+from tfpipe.convert._summary import conversion_summary
 from tfpipe.convert.coco import BOX_POLICIES, CocoSource, looks_like_coco
 from tfpipe.convert.folder import FolderSource
 from tfpipe.convert.table import TableSource
@@ -28,8 +29,8 @@ from tfpipe.records.framing import normalize_compression
 
 FORMATS = ("auto", "folder", "csv", "parquet", "coco")
 
-__all__ = ["BOX_POLICIES", "FORMATS", "ON_ERROR", "RUNNERS", "convert", "detect_format",
-           "make_source", "parse_split", "write_tfds_metadata"]
+__all__ = ["BOX_POLICIES", "FORMATS", "ON_ERROR", "RUNNERS", "conversion_summary", "convert",
+           "detect_format", "make_source", "parse_split", "write_tfds_metadata"]
 
 
 def detect_format(src: str | os.PathLike[str]) -> str:
@@ -143,9 +144,8 @@ def convert(src: str | os.PathLike[str], out: str | os.PathLike[str], *,
     source = make_source(src, format, image_column=image_column, label_column=label_column,
                          images=images, invalid_boxes=invalid_boxes)
     enumeration = source.enumerate()
-    if on_error == "raise" and enumeration.bad:
-        item, reason = enumeration.bad[0]
-        raise InputError(f"{item.label}: {reason}")
+    # Under on_error="raise", inputs found bad here are reported together with
+    # those found while writing (execute), so one run names every bad input.
     if not enumeration.items:
         first = (f" (first: {enumeration.bad[0][0].label}: {enumeration.bad[0][1]})"
                  if enumeration.bad else "")

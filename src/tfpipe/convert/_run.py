@@ -29,6 +29,7 @@ from tfpipe.records import (MANIFEST_NAME, Manifest, Schema, ShardEntry, Skipped
 STATE_DIR = ".tfpipe-convert"  # plan + per-shard completion records, removed at the end
 PLAN_FILE = "plan.json"
 _TEMP_RE = re.compile(r"^\..+\.tfrecord(\.gz)?\.tmp-\d+-\d+$")
+_SHARD_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.\-]*-\d{5}-of-\d{5}\.tfrecord(\.gz)?$")
 ON_ERROR = ("skip", "raise")
 
 
@@ -88,8 +89,8 @@ def write_planned_shard(source: Source, schema: Schema, shard: ShardPlan, path: 
             try:
                 values, counts = source.encode_values(item)
             except BadInput as exc:
-                if on_error == "raise":
-                    raise InputError(f"{item.label}: {exc}") from None
+                # Listed under either policy: with on_error="raise", `execute`
+                # stops once every shard is done, naming every bad input at once.
                 skipped.append((item.label, str(exc)))
                 continue
             for key, n in counts.items():
@@ -166,6 +167,13 @@ def _prepare_out(out: Path, record: dict[str, Any], resume: bool, plan: Plan,
     if out.exists() and not out.is_dir():
         raise ConfigError(f"{out}: exists and is not a directory")
     existing = sorted(p.name for p in out.iterdir()) if out.exists() else []
+    if existing and not resume and _unfinished_run(out, existing):
+        # What an interrupted or failed run left (its state dir, shards, temp
+        # files, nothing else): a plain rerun starts over instead of refusing.
+        for name in existing:
+            path = out / name
+            shutil.rmtree(path) if path.is_dir() else path.unlink(missing_ok=True)
+        existing = []
     if existing and not resume:
         raise ConfigError(
             f"{out}: is not empty ({len(existing)} entries, e.g. {existing[0]!r}); "
@@ -179,18 +187,30 @@ def _prepare_out(out: Path, record: dict[str, Any], resume: bool, plan: Plan,
                 old = json.loads(plan_path.read_text())
             except ValueError:
                 old = {}
-            if old.get("plan_id") != record["plan_id"]:
+            if old.get("plan_id") != record["plan_id"] and old.get("identity") != record["identity"]:
                 raise ConfigError(
-                    f"{out}: was started with different inputs or settings (plan "
+                    f"{out}: was started with different settings (plan "
                     f"{str(old.get('plan_id'))[:12]} vs {record['plan_id'][:12]}), so --resume "
-                    "cannot reuse it; rerun with the original inputs and settings, or convert "
+                    "cannot reuse it; rerun with the original settings, or convert "
                     "into a fresh output directory")
+            # Same settings; inputs may have changed since (a bad input fixed or
+            # removed): a finished shard is kept only if its planned inputs are
+            # the same, since a shard's bytes depend on nothing else.
+            old_inputs = {sh.get("name"): sh.get("inputs") for sh in old.get("shards", [])}
+            unchanged = {sh["name"] for sh in record["shards"]
+                         if old_inputs.get(sh["name"]) == sh["inputs"]}
             for path in sorted(state.glob("*.done.json")):
                 try:
                     result = ShardResult.from_json(json.loads(path.read_text()))
                 except (ValueError, KeyError, TypeError):
                     continue
-                keep[result.name] = result
+                if result.name in unchanged:
+                    keep[result.name] = result
+            # Shards of the old plan that the new one does not have: unlisted leftovers.
+            planned_names = {sh["name"] for sh in record["shards"]}
+            for name in existing:
+                if _SHARD_RE.match(name) and name not in planned_names:
+                    (out / name).unlink(missing_ok=True)
         elif (out / MANIFEST_NAME).exists():
             keep = _completed_from_manifest(out, plan, compression, record["plan_id"])
         # Half-written shards of the interrupted run: never renamed, never trusted.
@@ -203,6 +223,22 @@ def _prepare_out(out: Path, record: dict[str, Any], resume: bool, plan: Plan,
     state.mkdir(exist_ok=True)
     _write_json(state / PLAN_FILE, record)
     return keep
+
+
+def _unfinished_run(out: Path, existing: list[str]) -> bool:
+    """OUT holds only an unfinished conversion: its state dir, shards and temp files."""
+    return (STATE_DIR in existing and MANIFEST_NAME not in existing
+            and all(name == STATE_DIR or _SHARD_RE.match(name) or _TEMP_RE.match(name)
+                    for name in existing))
+
+
+def bad_inputs_error(bad: list[tuple[str, str]], kept: int) -> InputError:
+    """The one error of an on_error="raise" run: every bad input with its reason."""
+    listed = "\n".join(f"  {label}: {reason}" for label, reason in bad)
+    again = (f"; --resume keeps the {kept} finished shard(s)" if kept else "")
+    return InputError(f"{len(bad)} bad input(s) (on_error=raise), no manifest written:\n"
+                      f"{listed}\nfix or remove them and rerun{again}, or convert with "
+                      "on_error=skip to list them in the manifest instead")
 
 
 # ----------------------------------------------------------------------------- run
@@ -292,7 +328,8 @@ def execute(source: Source, enumeration: Enumeration, plan: Plan, out: str | os.
     def finished(result: ShardResult, shard: ShardPlan) -> None:
         nonlocal done_inputs
         results[result.name] = result
-        record_finished(out_path, result)
+        if not (on_error == "raise" and result.skipped):  # incomplete under raise: redo
+            record_finished(out_path, result)
         done_inputs += len(shard.items)
         if progress:
             progress(done_inputs, total)
@@ -318,6 +355,15 @@ def execute(source: Source, enumeration: Enumeration, plan: Plan, out: str | os.
                     future.cancel()
                 raise
 
+    if on_error == "raise":
+        names = [shard_name(s.split, s.index, s.count, compression) for s in plan.shards]
+        bad = [(item.label, reason) for item, reason in enumeration.bad]
+        bad += [b for name in names for b in results[name].skipped]
+        if bad:
+            for name in names:
+                if results[name].skipped:  # missing inputs: never trusted by --resume
+                    (out_path / name).unlink(missing_ok=True)
+            raise bad_inputs_error(bad, sum(not results[n].skipped for n in names))
     return finalize(source, enumeration, plan, results, out_path, schema=schema,
                     compression=compression, settings=settings,
                     plan_id=prepared.record["plan_id"], split_of=split_of)

@@ -21,6 +21,7 @@ import json
 import logging
 import os
 import shutil
+from collections.abc import Callable
 from dataclasses import asdict, replace
 from typing import Any
 
@@ -103,8 +104,11 @@ def _differences(stored: dict[str, Any], current: dict[str, Any],
     return out
 
 
-def materialize(config: Any, out: str, epochs: int, split: str = "train") -> dict[str, Any]:
+def materialize(config: Any, out: str, epochs: int, split: str = "train",
+                progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:
     """Write `epochs` epochs of `build_pipeline(config, split, epoch=e)` under `out`.
+
+    `progress(epochs done, epochs)` is called before the first and after each epoch.
 
     A split other than train has no randomness: one epoch is written, served for
     every epoch. Several splits of the SAME config can share `out`; another
@@ -138,12 +142,20 @@ def materialize(config: Any, out: str, epochs: int, split: str = "train") -> dic
     spec = None
     counts = []
     for e in range(epochs):
+        if progress:
+            progress(e, epochs)
         ds = build_stages(s, split, epoch=e)[-1][1]
         spec = ds.element_spec
         path = _epoch_dir(out, split, e)
+        if s.on_error == "raise":
+            # Dataset.save deadlocks when its input fails (tensorflow/tensorflow#61736):
+            # read the epoch once first, so a bad record stops the run with its message
+            ds.reduce(tf.constant(0, tf.int64), lambda n, _: n + 1)
         # one shard file: Dataset.load interleaves shards, which would reorder batches
         ds.save(path, shard_func=lambda e: tf.constant(0, tf.int64))
         counts.append(int(sum(1 for _ in tf.data.Dataset.load(path, element_spec=spec))))
+    if progress:
+        progress(epochs, epochs)
     entry = {
         "epochs": epochs,
         "batches_per_epoch": counts,

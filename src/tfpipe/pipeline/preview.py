@@ -183,8 +183,13 @@ def tf_error_text(exc: Exception) -> str:
 
 
 def render_preview(config: Any, out_png: str | os.PathLike[str], n: int = 16, split: str = "train",
-                   epoch: int = 0) -> Path:
-    """Write a PNG grid of the first `n` samples `build_pipeline(config, split, epoch)` yields."""
+                   epoch: int = 0, info: dict[str, Any] | None = None) -> Path:
+    """Write a PNG grid of the first `n` samples `build_pipeline(config, split, epoch)` yields.
+
+    A split smaller than one batch (no full batch under drop_remainder) is shown
+    as the partial batch drop_remainder would drop. `info`, when given, gets
+    ``samples`` (how many were drawn) and ``partial_batch`` (whether that happened).
+    """
     if n < 1:
         raise ValueError(f"n must be >= 1, got {n}")
     if isinstance(config, (str, os.PathLike)):
@@ -194,8 +199,16 @@ def render_preview(config: Any, out_png: str | os.PathLike[str], n: int = 16, sp
     from tfpipe.pipeline import build_pipeline, settings
 
     s = settings(config)
+    partial = False
     try:
         samples = collect_samples(build_pipeline(config, split, epoch), n)
+        if not samples and s.drop_remainder:
+            # fewer records than one batch: preview the partial batch training drops
+            from tfpipe.config import load_config
+
+            loose = load_config(config, {"pipeline.drop_remainder": False})
+            samples = collect_samples(build_pipeline(loose, split, epoch), n)
+            partial = bool(samples)
     except tf.errors.OpError as exc:
         # a bad record under pipeline.on_error=raise, or unreadable data: one
         # paragraph (tfpipe's message names the shard and record), no traceback
@@ -207,8 +220,9 @@ def render_preview(config: Any, out_png: str | os.PathLike[str], n: int = 16, sp
         from tfpipe.errors import InputError
 
         raise InputError(f"split {split!r} of {s.data_path!r} yielded no batch to preview "
-                         f"(fewer records than pipeline.batch_size={s.batch_size} with "
-                         f"drop_remainder: {str(s.drop_remainder).lower()}?)")
+                         "(no records, or every record was skipped as bad?)")
+    if info is not None:
+        info.update(samples=len(samples), partial_batch=partial)
     grid = draw_grid(samples, mean=s.mean, std=s.std, class_names=_class_names(s.data_path))
     out = Path(out_png)
     out.parent.mkdir(parents=True, exist_ok=True)

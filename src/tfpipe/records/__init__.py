@@ -26,7 +26,7 @@ from tfpipe.records.manifest import (
     SkippedInput,
     SplitInfo,
 )
-from tfpipe.records.salvage import SalvageReport, salvage
+from tfpipe.records.salvage import DatasetSalvageReport, SalvageReport, salvage, salvage_dataset
 from tfpipe.records.schema import (
     SCHEMA_VERSION,
     VERSION_KEY,
@@ -38,6 +38,7 @@ from tfpipe.records.schema import (
     known_feature,
 )
 from tfpipe.records.source import RecordSource, open_source, shard_record_counts
+from tfpipe.records.summary import record_summary, summarize
 from tfpipe.records.verify import VerifyReport, verify
 from tfpipe.records.writer import (
     DEFAULT_SHARD_SIZE,
@@ -49,10 +50,11 @@ from tfpipe.records.writer import (
 )
 
 __all__ = [
-    "DEFAULT_SHARD_SIZE", "FINDING_KINDS", "MANIFEST_NAME", "SCHEMA_VERSION", "VERSION_KEY",
+    "DEFAULT_SHARD_SIZE", "DatasetSalvageReport", "FINDING_KINDS", "MANIFEST_NAME", "SCHEMA_VERSION", "VERSION_KEY",
     "FeatureSpec", "Finding", "RecordSource", "SalvageReport", "VerifyReport", "Manifest", "ManifestError", "RecordError", "Schema",
     "SchemaError", "ShardEntry", "ShardInfo", "ShardedWriter", "SkippedInput", "SplitInfo",
     "classification_schema", "count_records", "decode_example", "detection_schema",
     "encode_example", "encode_frame", "infer_schema", "is_jpeg", "jpeg_damage", "known_feature", "iter_frames", "masked_crc32c",
-    "open_source", "parse_size", "salvage", "verify", "scan", "scan_file", "schema_from_example", "shard_name", "shard_record_counts", "write_shard",
+    "open_source", "parse_size", "record_summary", "salvage", "salvage_dataset", "summarize",
+    "verify", "scan", "scan_file", "schema_from_example", "shard_name", "shard_record_counts", "write_shard",
 ]

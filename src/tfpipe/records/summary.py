@@ -6,7 +6,7 @@ import os
 from collections import Counter
 from typing import Any
 
-from tfpipe.errors import RecordError
+from tfpipe.errors import RecordError, tf_error_text
 from tfpipe.records.codec import decode_example
 from tfpipe.records.framing import iter_frames
 from tfpipe.records.source import open_source
@@ -77,7 +77,7 @@ def class_histogram(files: list[str], compression: str | None, key: str,
             except StopIteration:
                 break
             except tf.errors.OpError as exc:
-                msg = (f"{f}: damaged framing ({str(getattr(exc, 'message', exc)).splitlines()[0]}); "
+                msg = (f"{f}: damaged framing ({tf_error_text(exc)}); "
                        f"the class histogram counts only the records before it; {DAMAGED_HINT}")
                 if warnings is None:
                     raise RecordError(msg, path=f) from None

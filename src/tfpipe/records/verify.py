@@ -20,7 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from tfpipe.errors import ManifestError
+from tfpipe.errors import ManifestError, tf_error_text
 from tfpipe.records.codec import decode_example
 from tfpipe.records.framing import Finding, _Buffer, detect_compression, walk
 from tfpipe.records.imagecheck import is_jpeg, jpeg_damage
@@ -114,22 +114,26 @@ class _DeepChecker:
             return [f("bad-example", f"not a tf.train.Example ({e})")]
         out: list[Finding] = [f("bad-example", m) for m in self._schema_findings(data)]
         enc = ex.get("image/encoded")
+        # the record's own name, so the message points at the source image too
+        names = ex.get("image/filename") or ex.get("image/source_id") or []
+        name = names[0].decode("utf-8", "replace") if names and names[0] else ""
+        which = f"image {name!r}" if name else "image/encoded"
         damage = jpeg_damage(enc[0]) if enc and is_jpeg(enc[0]) else None
         if damage is not None:
             # TF would decode it (gray where the data is missing): a strict
             # decode is the only way to see it
-            out.append(f("bad-image", f"damaged JPEG scan (a strict decode fails: "
+            out.append(f("bad-image", f"{which}: damaged JPEG scan (a strict decode fails: "
                                       f"{damage[:200]})"))
         elif enc:
             try:
                 img = self.tf.io.decode_image(enc[0], expand_animations=False).numpy()
             except Exception as e:  # noqa: BLE001
-                msg = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-                out.append(f("bad-image", f"image/encoded does not decode: {msg[:200]}"))
+                msg = tf_error_text(e)  # TF's message without its function-node internals
+                out.append(f("bad-image", f"{which} does not decode: {msg[:200]}"))
             else:
                 h, w = ex.get("image/height", [None])[0], ex.get("image/width", [None])[0]
                 if h is not None and w is not None and (h, w) != img.shape[:2]:
-                    out.append(f("bad-image", f"decoded size {img.shape[0]}x{img.shape[1]} "
+                    out.append(f("bad-image", f"{which}: decoded size {img.shape[0]}x{img.shape[1]} "
                                  f"differs from image/height x image/width {h}x{w}"))
         boxes = [ex.get(f"image/object/bbox/{k}") for k in ("ymin", "xmin", "ymax", "xmax")]
         if any(b is not None for b in boxes):
