@@ -138,15 +138,18 @@ def test_failed_run_commits_nothing_and_resume_gives_local_bytes(
     original = _break(broken)
     out = tmp_path / "out"
     rel = broken.relative_to(folder_copy).as_posix()
-    with pytest.raises(InputError, match=f"^{rel}: "):
+    with pytest.raises(InputError) as local_err:
+        convert(folder_copy, tmp_path / "local", on_error="raise", workers=1, **settings)
+    with pytest.raises(InputError, match=f"\n  {rel}: ") as beam_err:
         convert(folder_copy, out, on_error="raise", runner="direct", **settings)
-    # Other shards were written (under temporary names), none was committed.
-    assert list((out / ".tfpipe-convert" / "beam" / "tmp").iterdir())
-    assert _shard_files(out) == [] and not (out / "manifest.json").exists()
+    # The same one error as locally, listing every bad input; no manifest; the
+    # shards that lack an input are not kept, the others are, as locally.
+    assert str(beam_err.value) == str(local_err.value)
+    assert not (out / "manifest.json").exists()
+    assert _shard_files(out) == _shard_files(tmp_path / "local")
+    assert 0 < len(_shard_files(out)) < len(_shard_files(ref))
 
     broken.write_bytes(original)
-    with pytest.raises(ConfigError, match="not empty"):
-        convert(folder_copy, out, runner="direct", **settings)
     convert(folder_copy, out, resume=True, runner="direct", **settings)
     assert tree_bytes(out) == tree_bytes(ref)
 

@@ -232,6 +232,22 @@ def _unfinished_run(out: Path, existing: list[str]) -> bool:
                     for name in existing))
 
 
+def drop_incomplete(enumeration: Enumeration, plan: Plan, results: dict[str, ShardResult],
+                    out: Path, compression: str | None) -> InputError | None:
+    """on_error="raise", after every shard ran: None when no input was bad, else
+    delete the shards that miss inputs (never trusted by --resume) and return the
+    one error listing every bad input. Shared by the local and Beam runners."""
+    names = [shard_name(s.split, s.index, s.count, compression) for s in plan.shards]
+    bad = [(item.label, reason) for item, reason in enumeration.bad]
+    bad += [b for name in names for b in results[name].skipped]
+    if not bad:
+        return None
+    for name in names:
+        if results[name].skipped:
+            (out / name).unlink(missing_ok=True)
+    return bad_inputs_error(bad, sum(not results[n].skipped for n in names))
+
+
 def bad_inputs_error(bad: list[tuple[str, str]], kept: int) -> InputError:
     """The one error of an on_error="raise" run: every bad input with its reason."""
     listed = "\n".join(f"  {label}: {reason}" for label, reason in bad)
@@ -356,14 +372,9 @@ def execute(source: Source, enumeration: Enumeration, plan: Plan, out: str | os.
                 raise
 
     if on_error == "raise":
-        names = [shard_name(s.split, s.index, s.count, compression) for s in plan.shards]
-        bad = [(item.label, reason) for item, reason in enumeration.bad]
-        bad += [b for name in names for b in results[name].skipped]
-        if bad:
-            for name in names:
-                if results[name].skipped:  # missing inputs: never trusted by --resume
-                    (out_path / name).unlink(missing_ok=True)
-            raise bad_inputs_error(bad, sum(not results[n].skipped for n in names))
+        failure = drop_incomplete(enumeration, plan, results, out_path, compression)
+        if failure is not None:
+            raise failure
     return finalize(source, enumeration, plan, results, out_path, schema=schema,
                     compression=compression, settings=settings,
                     plan_id=prepared.record["plan_id"], split_of=split_of)

@@ -33,8 +33,9 @@ from pathlib import Path
 from typing import Any
 
 from tfpipe.convert._plan import Item, Plan, ShardPlan, canonical_json
-from tfpipe.convert._run import (STATE_DIR, ShardResult, _sha256_file, finalize, prepare,
-                                 record_finished, write_planned_shard)
+from tfpipe.convert._run import (STATE_DIR, ShardResult, _sha256_file, _write_json,
+                                 drop_incomplete, finalize, prepare, record_finished,
+                                 write_planned_shard)
 from tfpipe.convert._source import Enumeration, Source
 from tfpipe.errors import ConfigError, InputError, TfpipeError
 from tfpipe.records import Manifest, Schema, shard_name
@@ -43,6 +44,7 @@ RUNNERS = ("local", "direct", "dataflow", "flink", "spark")
 _BEAM_RUNNERS = {"direct": "DirectRunner", "dataflow": "DataflowRunner",
                  "flink": "FlinkRunner", "spark": "SparkRunner"}
 BEAM_DIR = "beam"  # under STATE_DIR: shard input lists and uncommitted shards
+FAILURE_FILE = "failed.json"  # under BEAM_DIR: the on_error="raise" error of the last step
 INSTALL_HINT = "pip install 'tfpipe[beam]'"
 
 
@@ -165,6 +167,7 @@ class _Commit:
     settings: dict[str, Any]
     plan_id: str
     split_of: dict[str, str]
+    on_error: str
 
 
 def _commit(job: _Commit, written: list[dict[str, Any]]) -> None:
@@ -198,9 +201,16 @@ def _commit(job: _Commit, written: list[dict[str, Any]]) -> None:
                 raise InputError(f"{temp}: {size} bytes, but its writer reported "
                                  f"{result.num_bytes}; rerun with resume")
             os.replace(temp, out / name)
-        record_finished(out, result)
+        if not (job.on_error == "raise" and result.skipped):  # incomplete: redo on resume
+            record_finished(out, result)
         results[name] = result
     _fsync_dir(out)
+    if job.on_error == "raise":
+        failure = drop_incomplete(job.enumeration, job.plan, results, out, job.compression)
+        if failure is not None:
+            # Reported by the launcher, whole: Beam's wrapped errors keep one line.
+            _write_json(out / STATE_DIR / BEAM_DIR / FAILURE_FILE, {"error": str(failure)})
+            return
     finalize(job.source, job.enumeration, job.plan, results, out,
              schema=Schema.from_json(job.schema), compression=job.compression,
              settings=job.settings, plan_id=job.plan_id, split_of=job.split_of.__getitem__)
@@ -264,7 +274,7 @@ def run_beam(source: Source, enumeration: Enumeration, plan: Plan,
                   list(plan.splits)),
         keep=prepared.keep, schema=prepared.schema.to_json(), compression=compression,
         settings=settings, plan_id=prepared.record["plan_id"],
-        split_of={key: split_of(key) for key in keys})
+        split_of={key: split_of(key) for key in keys}, on_error=on_error)
     job = _Job(str(out_path), source, prepared.schema.to_json(), compression, on_error)
 
     pipeline = beam.Pipeline(options=PipelineOptions(list(flags)))
@@ -285,6 +295,9 @@ def run_beam(source: Source, enumeration: Enumeration, plan: Plan,
     if state is not None and str(state).rsplit(".", 1)[-1] != "DONE":
         raise InputError(f"Beam runner {runner!r}: the pipeline ended in state {state}, "
                          f"not DONE; nothing was committed to {out_path} (rerun with resume)")
+    failed = work / FAILURE_FILE
+    if failed.exists():
+        raise InputError(json.loads(failed.read_text())["error"])
     manifest = Manifest.load(out_path)
     if progress:
         progress(prepared.total, prepared.total)
