@@ -4,7 +4,7 @@ from tfpipe.pipeline._build import STAGES, build_pipeline, build_stages, one_epo
 from tfpipe.pipeline._errors import framing_losses, reset_skipped_counts, skipped_counts
 from tfpipe.pipeline._materialize import MARKER as MATERIALIZED_MARKER
 from tfpipe.pipeline._materialize import materialize
-from tfpipe.pipeline._options import map_parallelism, options
+from tfpipe.pipeline._options import batch_parallelism, map_parallelism, options
 from tfpipe.pipeline._settings import Settings, settings
 
 __all__ = [
@@ -12,6 +12,7 @@ __all__ = [
     "STAGES",
     "Settings",
     "build_pipeline",
+    "batch_parallelism",
     "build_stages",
     "map_parallelism",
     "materialize",

@@ -28,7 +28,7 @@ from tfpipe.errors import ConfigError, TfpipeError
 from tfpipe.pipeline import _classify
 from tfpipe.pipeline._errors import guarded_map as isolate
 from tfpipe.pipeline._errors import planned
-from tfpipe.pipeline._options import map_parallelism, options
+from tfpipe.pipeline._options import batch_parallelism, map_parallelism, options
 from tfpipe.pipeline._settings import AUTOTUNE, Settings, settings
 from tfpipe.pipeline._source import Source, open_records, read_records, worker_files
 
@@ -196,7 +196,8 @@ def _records(s: Settings, split: str, src: Source, files: list[str],
     """The record stream of this worker: (shard, record, serialized) [-> records cache]."""
     wi, wc = worker
     _, elem_shard = worker_files(src.files, wi, wc)
-    ds = read_records(files, src.compression, s.interleave_cycle, skip_framing=s.on_error == "skip")
+    ds = read_records(files, src.compression, s.interleave_cycle, skip_framing=s.on_error == "skip",
+                      parallel=s.read_parallel)
     if elem_shard:
         ds = ds.shard(wc, wi)
     return ds
@@ -246,13 +247,13 @@ def _assemble(s: Settings, split: str, epoch: int | tf.Tensor, worker: tuple[int
     if all_stages:
         pixel = tf.autograph.experimental.do_not_convert(
             lambda b, batch: builder.pixel_stage(batch))
-        stages.append(("pixel", batched.map(pixel, num_parallel_calls=max(1, npc // 2),
+        stages.append(("pixel", batched.map(pixel, num_parallel_calls=batch_parallelism(s),
                                             deterministic=s.deterministic)))
 
     compose = tf.autograph.experimental.do_not_convert(
         lambda b, batch: builder.compose(batch, seeds.global_index(b, wi, wc), num_classes,
                                          keep_index))
-    ds = batched.map(compose, num_parallel_calls=max(1, npc // 2), deterministic=s.deterministic)
+    ds = batched.map(compose, num_parallel_calls=batch_parallelism(s), deterministic=s.deterministic)
     stages.append(("compose", ds))
     return stages
 
