@@ -258,10 +258,11 @@ def test_parse_set_options() -> None:
      "augment.geometry.random_resized_crop.scale: both values must be in (0, 1], got [0, 1]"),
     ({"seed": -1}, "seed: must be in [0, 9223372036854775807], got -1"),
     # pipeline enums and unions
-    ({"pipeline.cache": 3}, "pipeline.cache: must be 'none', 'memory' or a directory path, got 3"),
+    ({"pipeline.cache": 3}, "pipeline.cache: must be 'none', 'memory' or a directory path"),
     ({"pipeline.num_parallel_calls": 0},
-     "pipeline.num_parallel_calls: must be an integer >= 1 or 'autotune', got 0"),
-    ({"pipeline.prefetch": "fast"}, "pipeline.prefetch: must be an integer >= 1 or 'autotune', got 'fast'"),
+     "pipeline.num_parallel_calls: must be an integer >= 1, 'auto' (tfpipe's measured default) "
+     "or 'autotune' (tf.data.AUTOTUNE), got 0"),
+    ({"pipeline.prefetch": "fast"}, "pipeline.prefetch: must be an integer >= 1, 'auto'"),
     ({"data.task": "segmentation"},
      "data.task: must be 'classification' or 'detection', got 'segmentation'"),
     ({"data.channels": 4}, "data.channels: must be 1 or 3, got 4"),

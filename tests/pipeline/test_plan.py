@@ -10,7 +10,6 @@ import tensorflow as tf
 
 from tfpipe import augment, seeds
 from tfpipe.augment import color
-from tfpipe.augment.geometry import _bernoulli, _split_seed
 from tfpipe.pipeline._classify import COIN_TAG, PIXEL_BASE, Classify, batch_enabled
 from tfpipe.pipeline._settings import settings
 
@@ -46,7 +45,9 @@ def test_plan_rows_equal_per_sample_draws(dataset, worker):
         assert np.array_equal(plan["_crop"][i].view(np.uint32), want_draws.view(np.uint32))
         coin = tf.random.stateless_uniform((), seeds.fold(s0, COIN_TAG), alg="philox") < 0.7
         assert plan["_crop_on"][i] == bool(coin)
-        assert plan["_flip"][i] == bool(_bernoulli(_split_seed(op_seed(1), 2)[0], 0.4))
+        # the coin sample_flip draws: TF's own split and uniform (philox)
+        half = tf.random.experimental.stateless_split(op_seed(1), 2, alg="philox")[0]
+        assert plan["_flip"][i] == bool(tf.random.stateless_uniform((), half, alg="philox") < 0.4)
         assert plan["_enabled"][i] == bool(batch_enabled(c.es, gbatch, 0.5))
         # the base folds into every op seed, as op_seed(sample_seed, k) does
         sample = seeds.sample_seed(c.es, gidx)

@@ -20,7 +20,8 @@ from __future__ import annotations
 
 import tensorflow as tf
 
-from tfpipe.augment.color import ALG, _seed
+from tfpipe import seeds
+from tfpipe.augment.color import ALG
 from tfpipe.augment.pixel import box_masks
 
 __all__ = ["to_one_hot", "sample_beta", "sample_partners", "mixup", "cutmix",
@@ -40,10 +41,10 @@ def to_one_hot(labels, num_classes: int, dtype=tf.float32) -> tf.Tensor:
 
 
 def _substreams(seed, n: int) -> list[tf.Tensor]:
-    seed = _seed(seed)
+    seed = seeds.as_seed(seed)
     if seed.shape.rank != 1:
         raise ValueError(f"batch ops take ONE batch seed of shape [2], got {seed.shape}")
-    return tf.unstack(tf.random.experimental.stateless_split(seed, n, alg=ALG))
+    return tf.unstack(seeds.split(seed, n))
 
 
 def sample_beta(seed, alpha: float, shape) -> tf.Tensor:
@@ -59,7 +60,7 @@ def sample_beta(seed, alpha: float, shape) -> tf.Tensor:
 
 def sample_partners(seed, batch_size) -> tf.Tensor:
     """A seeded permutation of range(batch_size): argsort of stateless uniforms."""
-    u = tf.random.stateless_uniform([batch_size], _seed(seed), alg=ALG)
+    u = tf.random.stateless_uniform([batch_size], seeds.as_seed(seed), alg=ALG)
     return tf.argsort(u, stable=True)
 
 
@@ -123,7 +124,7 @@ def sample_cutmix_boxes(seed, lam, height, width) -> tf.Tensor:
     ratio = tf.sqrt(1.0 - lam)
     cut_h = tf.floor(h * ratio)
     cut_w = tf.floor(w * ratio)
-    u = tf.random.stateless_uniform([b, 2], _seed(seed), alg=ALG)
+    u = tf.random.stateless_uniform([b, 2], seeds.as_seed(seed), alg=ALG)
     cy = tf.floor(u[:, 0] * h)
     cx = tf.floor(u[:, 1] * w)
     y0 = tf.clip_by_value(cy - tf.floor(cut_h / 2), 0.0, h)

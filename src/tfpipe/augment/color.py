@@ -24,10 +24,10 @@ from typing import Callable, Sequence, Union
 
 import tensorflow as tf
 
-from tfpipe.seeds import split_rows, uniform_rows
+from tfpipe import seeds
 
 Number = Union[float, int, tf.Tensor]
-ALG = "philox"  # pinned: "auto_select" may pick another generator on another device
+ALG = seeds.ALG  # pinned "philox": "auto_select" may pick another generator on another device
 
 __all__ = [
     "adjust_brightness", "sample_brightness", "random_brightness",
@@ -104,61 +104,19 @@ def _param(value: Number, image: tf.Tensor, dtype: tf.DType = tf.float32) -> tf.
     raise ValueError(f"parameter must be a scalar or a per-sample [B] vector, got shape {value.shape}")
 
 
-def _seed(seed) -> tf.Tensor:
-    seed = tf.convert_to_tensor(seed)
-    if seed.dtype not in (tf.int32, tf.int64):
-        raise TypeError(f"seed must be an int32/int64 tensor of shape [2] or [B,2], got {seed.dtype.name}")
-    seed = tf.cast(seed, tf.int64)
-    if seed.shape.rank not in (1, 2) or seed.shape[-1] != 2:
-        raise ValueError(f"seed must have shape [2] or [B,2], got {seed.shape}")
-    return seed
-
-
-def per_seed(seed, fn: Callable[[tf.Tensor], tf.Tensor], dtype=tf.float32):
-    """`fn(seed[2])`, or stacked `fn(seed[i])` for a [B,2] batch of seeds.
-
-    Row i only ever sees seed i, so per-sample draws do not depend on batch
-    composition. `tf.vectorized_map` cannot vectorize stateless RNG kernels (TF
-    2.21), so batches of seeds go through `tf.map_fn`: cheap, the draws are scalars.
-    """
-    seed = _seed(seed)
-    if seed.shape.rank == 1:
-        return fn(seed)
-    return tf.map_fn(fn, seed, fn_output_signature=dtype)
-
-
-def _uniform(seed, batch_shape, lo: Number, hi: Number, dtype=tf.float32) -> tf.Tensor:
-    shape = list(batch_shape)
-    seed = _seed(seed)
-    if seed.shape.rank == 2 and dtype == tf.float32:
-        # one vectorized Philox pass over the rows, bit-identical to the per-row op
-        return uniform_rows(seed, tuple(shape), lo, hi)
-    return per_seed(seed, lambda s: tf.random.stateless_uniform(
-        shape, s, minval=tf.cast(lo, dtype), maxval=tf.cast(hi, dtype), dtype=dtype, alg=ALG), dtype)
-
-
-def _split(seed) -> tuple[tf.Tensor, tf.Tensor]:
-    """(parameter seed, apply seed) for one seed [2] or row-wise for [B,2]."""
-    seed = _seed(seed)
-    if seed.shape.rank == 1:
-        s = tf.random.experimental.stateless_split(seed, 2, alg=ALG)
-        return s[0], s[1]
-    s = split_rows(seed, 2)  # vectorized, bit-identical to the per-row split
-    return s[:, 0], s[:, 1]
-
-
+# The seed plumbing (validation, split, rank dispatch) lives in tfpipe.seeds.
 def split_seed(seed) -> tuple[tf.Tensor, tf.Tensor]:
     """(parameter seed, apply seed): the split every `random_*` uses when p < 1.
 
     Draw the parameters from the first and the p-coin (`sample_apply`) from the
     second; drawing both from one seed would correlate them.
     """
-    return _split(seed)
+    return seeds.split_pair(seeds.as_seed(seed))
 
 
 def sample_apply(seed, p: float, batch_shape: Sequence[int] = ()) -> tf.Tensor:
     """Bool: apply the op? True with probability p (one draw per seed)."""
-    return _uniform(seed, batch_shape, 0.0, 1.0) < p
+    return seeds.bernoulli(seed, p, batch_shape)
 
 
 def maybe_apply(apply: tf.Tensor, out: tf.Tensor, image: tf.Tensor) -> tf.Tensor:
@@ -175,13 +133,13 @@ def random_op(image, seed, p: float, sample: Callable[[tf.Tensor], object],
     image = _check_image(image)
     if not 0.0 <= float(p) <= 1.0:
         raise ValueError(f"p must be in [0, 1], got {p}")
-    seed = _seed(seed)
+    seed = seeds.as_seed(seed)
     if (seed.shape.rank == 2) != (image.shape.rank == 4):
         raise ValueError("use a seed [2] with an [H,W,C] image or per-sample seeds [B,2] with a "
                          f"[B,H,W,C] batch; got seed {seed.shape}, image {image.shape}")
     if float(p) >= 1.0:
         return kernel(image, sample(seed))
-    pseed, aseed = _split(seed)
+    pseed, aseed = split_seed(seed)
     return maybe_apply(sample_apply(aseed, p), kernel(image, sample(pseed)), image)
 
 
@@ -219,7 +177,7 @@ def sample_brightness(seed, max_delta: float, batch_shape: Sequence[int] = ()) -
     """delta ~ U[-max_delta, max_delta)."""
     if not 0.0 <= max_delta <= 1.0:
         raise ValueError(f"brightness.max_delta must be in [0, 1], got {max_delta}")
-    return _uniform(seed, batch_shape, -max_delta, max_delta)
+    return seeds.uniform(seed, batch_shape, -max_delta, max_delta)
 
 
 def random_brightness(image, seed, max_delta: float, p: float = 1.0) -> tf.Tensor:
@@ -311,7 +269,7 @@ def adjust_contrast(image, factor: Number) -> tf.Tensor:
 def sample_contrast(seed, lower: float, upper: float, batch_shape: Sequence[int] = ()) -> tf.Tensor:
     """factor ~ U[lower, upper)."""
     _check_range("contrast", lower, upper)
-    return _uniform(seed, batch_shape, lower, upper)
+    return seeds.uniform(seed, batch_shape, lower, upper)
 
 
 def random_contrast(image, seed, lower: float, upper: float, p: float = 1.0) -> tf.Tensor:
@@ -344,7 +302,7 @@ def adjust_saturation(image, factor: Number) -> tf.Tensor:
 
 def sample_saturation(seed, lower: float, upper: float, batch_shape: Sequence[int] = ()) -> tf.Tensor:
     _check_range("saturation", lower, upper, strict=False)
-    return _uniform(seed, batch_shape, lower, upper)
+    return seeds.uniform(seed, batch_shape, lower, upper)
 
 
 def random_saturation(image, seed, lower: float, upper: float, p: float = 1.0) -> tf.Tensor:
@@ -371,7 +329,7 @@ def adjust_hue(image, delta: Number) -> tf.Tensor:
 def sample_hue(seed, max_delta: float, batch_shape: Sequence[int] = ()) -> tf.Tensor:
     if not 0.0 <= max_delta <= 0.5:
         raise ValueError(f"hue.max_delta must be in [0, 0.5], got {max_delta}")
-    return _uniform(seed, batch_shape, -max_delta, max_delta)
+    return seeds.uniform(seed, batch_shape, -max_delta, max_delta)
 
 
 def random_hue(image, seed, max_delta: float, p: float = 1.0) -> tf.Tensor:
@@ -415,7 +373,7 @@ def adjust_gamma(image, gamma: Number) -> tf.Tensor:
 
 def sample_gamma(seed, lower: float, upper: float, batch_shape: Sequence[int] = ()) -> tf.Tensor:
     _check_range("gamma", lower, upper)
-    return _uniform(seed, batch_shape, lower, upper)
+    return seeds.uniform(seed, batch_shape, lower, upper)
 
 
 def random_gamma(image, seed, lower: float, upper: float, p: float = 1.0) -> tf.Tensor:
@@ -544,14 +502,14 @@ def sample_color_affine(seed, max_delta: float = 0.0, lower: float = 1.0, upper:
                         batch_shape: Sequence[int] = ()) -> tuple[tf.Tensor, tf.Tensor]:
     """(brightness delta, contrast factor) from one seed: the draws `random_brightness`
     and `random_contrast` would make with the sub-seeds `op_seed`-style 0 and 1."""
-    seed = _seed(seed)
+    seed = seeds.as_seed(seed)
 
     def both(s):
         s2 = tf.random.experimental.stateless_split(s, 2, alg=ALG)
         return tf.stack([sample_brightness(s2[0], max_delta, batch_shape),
                          sample_contrast(s2[1], lower, upper, batch_shape)])
 
-    out = per_seed(seed, both)
+    out = seeds.per_seed(seed, both)
     return (out[0], out[1]) if seed.shape.rank == 1 else (out[:, 0], out[:, 1])
 
 
@@ -561,9 +519,18 @@ class Normalize(tf.keras.layers.Layer):
 
     Put it first in the model when the pipeline emits uint8 batches, so the
     normalization runs on the accelerator and the host moves 4x fewer bytes.
+
+    A saved model (`model.save("m.keras")`) holding it loads with
+    `keras.models.load_model` once `tfpipe.augment` is imported (that registers
+    "tfpipe>Normalize"; Keras imports no third-party module by itself). Without
+    the import, Keras's "Could not locate class 'Normalize'" error prints the saved
+    config, whose `load_hint` says what to import.
     """
 
+    LOAD_HINT = "import tfpipe.augment before keras.models.load_model"
+
     def __init__(self, mean: Sequence[float], std: Sequence[float], **kwargs):
+        kwargs.pop("load_hint", None)  # written by get_config for the error message only
         super().__init__(**kwargs)
         self.mean = [float(v) for v in (mean if isinstance(mean, (list, tuple)) else [mean])]
         self.std = [float(v) for v in (std if isinstance(std, (list, tuple)) else [std])]
@@ -583,5 +550,5 @@ class Normalize(tf.keras.layers.Layer):
 
     def get_config(self):
         config = super().get_config()
-        config.update({"mean": self.mean, "std": self.std})
+        config.update({"mean": self.mean, "std": self.std, "load_hint": self.LOAD_HINT})
         return config

@@ -12,7 +12,7 @@ from __future__ import annotations
 import tensorflow as tf
 
 from tfpipe.augment.boxes import transform_boxes
-from tfpipe.augment.geometry import _split_seed, affine, compose, scale_matrix, translate_matrix
+from tfpipe.augment.geometry import affine, compose, scale_matrix, split_seeds, translate_matrix
 from tfpipe.seeds import ALG
 
 PAD_CLASS = -1
@@ -95,7 +95,7 @@ def mosaic(images: tf.Tensor, boxes: tf.Tensor, classes: tf.Tensor, num_boxes: t
     b, h, w = shape[0], shape[1], shape[2]
     max_boxes = boxes.shape[1] if boxes.shape[1] is not None else tf.shape(boxes)[1]
     hf, wf = tf.cast(h, tf.float32), tf.cast(w, tf.float32)
-    seeds = _split_seed(seed, 6)
+    seeds = split_seeds(seed, 6)
     partners = [tf.range(b)] + [_permutation(seeds[i], b) for i in range(1, 4)]
     cxy = tf.random.stateless_uniform(tf.stack([b, 2]), seeds[4], center_range[0],
                                       center_range[1], alg=ALG)
@@ -139,7 +139,7 @@ def mosaic(images: tf.Tensor, boxes: tf.Tensor, classes: tf.Tensor, num_boxes: t
 
 
 def _sample_beta(seed: tf.Tensor, alpha: float, n: tf.Tensor) -> tf.Tensor:
-    s = _split_seed(seed, 2)
+    s = split_seeds(seed, 2)
     shape = tf.reshape(n, [1])
     # stateless_gamma takes no alg: its kernel (StatelessRandomGammaV2) is Philox-only
     x = tf.random.stateless_gamma(shape, s[0], alpha=alpha)
@@ -168,7 +168,7 @@ def detection_mixup(images: tf.Tensor, boxes: tf.Tensor, classes: tf.Tensor,
     classes = tf.convert_to_tensor(classes)
     b = tf.shape(images)[0]
     max_boxes = boxes.shape[1] if boxes.shape[1] is not None else tf.shape(boxes)[1]
-    seeds = _split_seed(seed, 3)
+    seeds = split_seeds(seed, 3)
     perm = _permutation(seeds[0], b)
     lam = _sample_beta(seeds[1], alpha, b)
     apply = tf.random.stateless_uniform(tf.reshape(b, [1]), seeds[2], alg=ALG) < p

@@ -27,7 +27,7 @@ import numpy as np
 import tensorflow as tf
 
 from tfpipe.augment.boxes import area
-from tfpipe.augment.geometry import _split_seed, image_size, remap
+from tfpipe.augment.geometry import image_size, remap, split_seeds
 from tfpipe.seeds import ALG
 
 Size = Union[Sequence[int], tf.Tensor]
@@ -84,7 +84,7 @@ def sample_elastic_field(seed: tf.Tensor, image_size: Size, alpha: float, sigma:
     gw = (w + factor - 1) // factor + 1
     # iid noise with a `radius` margin: a VALID blur then needs no border handling
     noise = tf.random.stateless_uniform(tf.stack([1, gh + 2 * radius, gw + 2 * radius, 2]),
-                                        _split_seed(seed, 1)[0], minval=-1.0, maxval=1.0,
+                                        split_seeds(seed, 1)[0], minval=-1.0, maxval=1.0,
                                         alg=ALG)
     field = _blur_valid(_blur_valid(noise, taps, 1), taps, 2)[0]  # [gh, gw, 2]
     if factor > 1:

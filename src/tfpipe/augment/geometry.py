@@ -21,8 +21,9 @@ from typing import Union
 import tensorflow as tf
 
 from tfpipe import native
+from tfpipe import seeds as _seeds
 from tfpipe.native import affine as native_affine
-from tfpipe.seeds import ALG, split_rows, uniform_rows
+from tfpipe.seeds import ALG
 
 Size = Union[Sequence[int], tf.Tensor]
 Pair = Union[float, Sequence[float]]
@@ -50,38 +51,11 @@ def _pair(name: str, value: Pair, symmetric: bool = False) -> tuple[float, float
     return lo, hi
 
 
-def _split_seed(seed: tf.Tensor, num: int) -> tf.Tensor:
-    """`num` independent child seeds [num, 2] (int64) derived from a sample seed;
-    rows of seeds [n, 2] give [n, num, 2] (vectorized, the same bits per row)."""
-    seed = tf.cast(tf.convert_to_tensor(seed), tf.int64)
-    if seed.shape.rank == 2:
-        return split_rows(seed, num)
-    return tf.cast(tf.random.experimental.stateless_split(seed, num, alg=ALG), tf.int64)
-
-
-def _uniform(seed: tf.Tensor, lo: float, hi: float, shape: Sequence[int] = ()) -> tf.Tensor:
-    """U[lo, hi) of `shape`; rows of seeds [n, 2] give [n, *shape] (the same bits per row)."""
-    if tf.convert_to_tensor(seed).shape.rank == 2:
-        return uniform_rows(seed, tuple(shape), lo, hi)
-    return tf.random.stateless_uniform(shape, seed, minval=lo, maxval=hi, dtype=tf.float32,
-                                      alg=ALG)
-
-
-def _bernoulli(seed: tf.Tensor, p: float) -> tf.Tensor:
-    return _uniform(seed, 0.0, 1.0) < p
-
-
-def split_seeds(seed: tf.Tensor, num: int) -> tf.Tensor:
-    """`num` child seeds [num, 2] of a seed (rows [n, 2] -> [n, num, 2]): the split the
-    geometric samplers make, for callers that draw the same numbers (the pipeline's
-    per-block plan)."""
-    return _split_seed(seed, num)
-
-
-def bernoulli(seed: tf.Tensor, p: float) -> tf.Tensor:
-    """True with probability p from `seed` (or one bool per row of seeds [n, 2]): the
-    coin every geometric sampler's `p` uses."""
-    return _bernoulli(seed, p)
+# The seed plumbing (split, uniform, the p-coin; rank dispatch) lives in tfpipe.seeds;
+# `split_seeds` and `bernoulli` are its `split` and `bernoulli` under the names the
+# geometric samplers' callers (the pipeline's per-block plan) know.
+split_seeds = _seeds.split
+bernoulli = _seeds.bernoulli
 
 
 def image_size(image: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
@@ -416,15 +390,15 @@ def sample_affine_matrix(seed: tf.Tensor, image_size: Size, *, rotation: Pair = 
     else:
         shx, shy = (abs(float(s)) for s in shear)
     fx, fy = (abs(float(t)) for t in translate)
-    seeds = _split_seed(seed, 6)
+    seeds = split_seeds(seed, 6)
     h, w = _hw_float(image_size)
     cx, cy = (w - 1.0) / 2.0, (h - 1.0) / 2.0
-    angle = _uniform(seeds[0], rot_lo, rot_hi)
-    sx = _uniform(seeds[1], sc_lo, sc_hi)
-    sy = _uniform(seeds[2], sc_lo, sc_hi) if per_axis_scale else sx
-    kx = _uniform(seeds[3], -shx, shx)
-    ky = _uniform(seeds[4], -shy, shy)
-    t = _uniform(seeds[5], -1.0, 1.0, [2]) * tf.stack([fx * w, fy * h])
+    angle = _seeds.uniform(seeds[0], (), rot_lo, rot_hi)
+    sx = _seeds.uniform(seeds[1], (), sc_lo, sc_hi)
+    sy = _seeds.uniform(seeds[2], (), sc_lo, sc_hi) if per_axis_scale else sx
+    kx = _seeds.uniform(seeds[3], (), -shx, shx)
+    ky = _seeds.uniform(seeds[4], (), -shy, shy)
+    t = _seeds.uniform(seeds[5], [2], -1.0, 1.0) * tf.stack([fx * w, fy * h])
     return compose(translate_matrix(-cx, -cy), scale_matrix(sx, sy), shear_matrix(kx, ky),
                    rotation_matrix(angle), translate_matrix(cx + t[0], cy + t[1]))
 
@@ -448,18 +422,18 @@ def sample_flip(seed: tf.Tensor, horizontal: bool = True, vertical: bool = False
     caller that needs only the parameters (detection composes matrices and
     resamples once), so both get the same draws from the same seed.
     """
-    seeds = _split_seed(seed, 2)
-    fx = _bernoulli(seeds[0], p) if horizontal else tf.constant(False)
-    fy = _bernoulli(seeds[1], p) if vertical else tf.constant(False)
+    seeds = split_seeds(seed, 2)
+    fx = bernoulli(seeds[0], p) if horizontal else tf.constant(False)
+    fy = bernoulli(seeds[1], p) if vertical else tf.constant(False)
     return fx, fy
 
 
 def sample_rot90(seed: tf.Tensor, p: float = 1.0) -> tf.Tensor:
     """`random_rot90`'s draw: k int32, uniform in {1, 2, 3} with probability p, else 0."""
-    seeds = _split_seed(seed, 2)
+    seeds = split_seeds(seed, 2)
     k = tf.random.stateless_uniform((), seeds[0], minval=1, maxval=4, dtype=tf.int32,
                                     alg=ALG)
-    return tf.where(_bernoulli(seeds[1], p), k, 0)
+    return tf.where(bernoulli(seeds[1], p), k, 0)
 
 
 def sample_pad_shift(seed: tf.Tensor, padding: int) -> tuple[tf.Tensor, tf.Tensor]:
@@ -467,7 +441,7 @@ def sample_pad_shift(seed: tf.Tensor, padding: int) -> tuple[tf.Tensor, tf.Tenso
     if int(padding) < 0:
         raise ValueError(f"padding must be >= 0, got {padding}")
     p = int(padding)
-    seeds = _split_seed(seed, 2)
+    seeds = split_seeds(seed, 2)
     dy = tf.random.stateless_uniform((), seeds[0], minval=-p, maxval=p + 1, dtype=tf.int32,
                                      alg=ALG)
     dx = tf.random.stateless_uniform((), seeds[1], minval=-p, maxval=p + 1, dtype=tf.int32,
@@ -526,11 +500,11 @@ def crop_window_draws(seed: tf.Tensor, scale: Sequence[float] = (0.08, 1.0),
     """
     s_lo, s_hi, r_lo, r_hi = _check_crop_ranges(scale, ratio, attempts)
     lr_lo, lr_hi = math.log(r_lo), math.log(r_hi)
-    parts = _split_seed(seed, 4)
-    return tf.stack([_uniform(parts[..., 0, :], s_lo, s_hi, [attempts]),
-                     _aspect(_uniform(parts[..., 1, :], lr_lo, lr_hi, [attempts])),
-                     _uniform(parts[..., 2, :], 0.0, 1.0, [attempts]),
-                     _uniform(parts[..., 3, :], 0.0, 1.0, [attempts])], axis=-2)
+    parts = split_seeds(seed, 4)
+    return tf.stack([_seeds.uniform(parts[..., 0, :], [attempts], s_lo, s_hi),
+                     _aspect(_seeds.uniform(parts[..., 1, :], [attempts], lr_lo, lr_hi)),
+                     _seeds.uniform(parts[..., 2, :], [attempts], 0.0, 1.0),
+                     _seeds.uniform(parts[..., 3, :], [attempts], 0.0, 1.0)], axis=-2)
 
 
 def _aspect(log_aspect: tf.Tensor) -> tf.Tensor:

@@ -13,9 +13,9 @@ from typing import Sequence, Union
 
 import tensorflow as tf
 
+from tfpipe import seeds
 from tfpipe.augment.color import (
-    ALG, Number, _as_float, _check_image, _check_range, _param, _restore, _seed, _uniform,
-    per_seed, random_op,
+    ALG, Number, _as_float, _check_image, _check_range, _param, _restore, random_op,
 )
 
 __all__ = [
@@ -43,7 +43,7 @@ def sample_noise(seed, shape, distribution: str = "normal") -> tf.Tensor:
     if distribution not in ("normal", "uniform"):
         raise ValueError(f"distribution must be 'normal' or 'uniform', got {distribution!r}")
     draw = tf.random.stateless_normal if distribution == "normal" else tf.random.stateless_uniform
-    return per_seed(seed, lambda s: draw(shape, s, alg=ALG))
+    return seeds.per_seed(seed, lambda s: draw(shape, s, alg=ALG))
 
 
 def gaussian_noise(image, noise: tf.Tensor, stddev: Number) -> tf.Tensor:
@@ -128,7 +128,7 @@ def gaussian_blur(image, sigma: Number, kernel_size: int = 5) -> tf.Tensor:
 
 def sample_blur_sigma(seed, lower: float, upper: float, batch_shape: Sequence[int] = ()) -> tf.Tensor:
     _check_range("gaussian_blur.sigma", lower, upper)
-    return _uniform(seed, batch_shape, lower, upper)
+    return seeds.uniform(seed, batch_shape, lower, upper)
 
 
 def random_gaussian_blur(image, seed, sigma: Sequence[float] = (0.1, 2.0), kernel_size: int = 5,
@@ -166,7 +166,7 @@ def sharpen(image, factor: Number) -> tf.Tensor:
 
 def sample_sharpen(seed, lower: float, upper: float, batch_shape: Sequence[int] = ()) -> tf.Tensor:
     _check_range("sharpen", lower, upper, strict=False)
-    return _uniform(seed, batch_shape, lower, upper)
+    return seeds.uniform(seed, batch_shape, lower, upper)
 
 
 def random_sharpen(image, seed, lower: float, upper: float, p: float = 1.0) -> tf.Tensor:
@@ -225,7 +225,7 @@ def sample_erasing(seed, height, width, scale: Sequence[float] = (0.02, 0.33),
         x0 = tf.minimum(tf.floor(u[3] * (w - ew + 1.0)), w - ew)
         return tf.cast(tf.stack([y0, x0, y0 + eh, x0 + ew]), tf.int32)
 
-    return per_seed(seed, one, tf.int32)
+    return seeds.per_seed(seed, one, tf.int32)
 
 
 def random_erasing(image, seed, scale: Sequence[float] = (0.02, 0.33),
@@ -243,14 +243,7 @@ def random_erasing(image, seed, scale: Sequence[float] = (0.02, 0.33),
 
     def sample(s):
         if value == "random":
-            s = _seed(s)
-            if s.shape.rank == 1:
-                sub = tf.random.experimental.stateless_split(s, 2, alg=ALG)
-                s_box, s_val = sub[0], sub[1]
-            else:
-                sub = tf.map_fn(lambda q: tf.random.experimental.stateless_split(q, 2, alg=ALG), s,
-                                fn_output_signature=tf.int64)
-                s_box, s_val = sub[:, 0], sub[:, 1]
+            s_box, s_val = seeds.split_pair(seeds.as_seed(s))
             return (sample_erasing(s_box, shape[-3], shape[-2], scale, ratio),
                     sample_noise(s_val, shape[-3:], "uniform"))
         return sample_erasing(s, shape[-3], shape[-2], scale, ratio), float(value)
@@ -396,7 +389,7 @@ def sample_jpeg_quality(seed, lower: int, upper: int, batch_shape: Sequence[int]
     if not 0 <= lower <= upper <= 100:
         raise ValueError(f"jpeg_quality: need 0 <= lower <= upper <= 100, got lower={lower}, upper={upper}")
     shape = list(batch_shape)
-    return per_seed(seed, lambda s: tf.random.stateless_uniform(
+    return seeds.per_seed(seed, lambda s: tf.random.stateless_uniform(
         shape, s, minval=int(lower), maxval=int(upper) + 1, dtype=tf.int32, alg=ALG), tf.int32)
 
 
@@ -417,7 +410,7 @@ def permute_channels(image, perm) -> tf.Tensor:
 
 def sample_channel_permutation(seed, channels: int = 3) -> tf.Tensor:
     """A uniform permutation of range(channels): argsort of stateless uniforms."""
-    return per_seed(seed, lambda s: tf.argsort(
+    return seeds.per_seed(seed, lambda s: tf.argsort(
         tf.random.stateless_uniform([channels], s, alg=ALG), stable=True), tf.int32)
 
 

@@ -27,7 +27,8 @@ import numpy as np
 import tensorflow as tf
 
 from tfpipe.augment import color, pixel
-from tfpipe.augment.color import ALG, _check_image, _seed, per_seed
+from tfpipe import seeds
+from tfpipe.augment.color import ALG, _check_image
 from tfpipe.augment.geometry import affine
 
 __all__ = ["POLICY_OPS", "sample_policy", "apply_policy", "randaugment", "trivialaugment",
@@ -91,7 +92,7 @@ def sample_policy(seed, policy: str, num_ops: int = 2, magnitude: int | None = 9
         level = tf.where(negate, -level, level)
         return tf.stack([tf.cast(op, tf.float32), level], axis=1)
 
-    return per_seed(seed, one)
+    return seeds.per_seed(seed, one)
 
 
 # --------------------------------------------------------------------------- op kernels on [b,H,W,C], level [b]
@@ -191,7 +192,7 @@ def apply_policy(image, ops) -> tf.Tensor:
 
 def _policy(image, seed, policy, num_ops, magnitude, p):
     image = _check_image(image)
-    seed = _seed(seed)
+    seed = seeds.as_seed(seed)
     return color.random_op(image, seed, p, lambda s: sample_policy(s, policy, num_ops, magnitude),
                            apply_policy)
 
@@ -242,13 +243,13 @@ def _channels(shape) -> int:
 def _nothing(seed, shape, **_):
     # parameter-free ops still emit one (ignored) value per sample, so a drawn
     # batch has the same structure for every op
-    return per_seed(seed, lambda s: tf.zeros([], tf.float32))
+    return seeds.per_seed(seed, lambda s: tf.zeros([], tf.float32))
 
 
 def _erasing_sample(seed, shape, scale=(0.02, 0.33), ratio=(0.3, 3.3), value=0.0):
     if value == "random":
-        seed = _seed(seed)
-        box_seed, value_seed = color._split(seed)
+        seed = seeds.as_seed(seed)
+        box_seed, value_seed = seeds.split_pair(seed)
         return (pixel.sample_erasing(box_seed, shape[0], shape[1], scale, ratio),
                 pixel.sample_noise(value_seed, shape, "uniform"))
     return pixel.sample_erasing(seed, shape[0], shape[1], scale, ratio)

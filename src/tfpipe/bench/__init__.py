@@ -9,6 +9,7 @@ pre-flight checklist behind `tfpipe check`.
 from __future__ import annotations
 
 from tfpipe.bench._compare import BaselineComparison, compare_naive, write_result_csv
+from tfpipe.bench._build import build_from, resolve_config
 from tfpipe.bench._measure import Result, element_nbytes, measure
 from tfpipe.bench._sweep import (CSV_METRICS, SweepResult, SweepRow, grid_points,
                                  parse_sweep_option, sweep, sweep_builder)
@@ -17,7 +18,7 @@ __all__ = ["Result", "measure", "element_nbytes", "SweepResult", "SweepRow", "CS
            "BaselineComparison", "compare_naive", "write_result_csv",
            "grid_points", "parse_sweep_option", "sweep", "sweep_builder",
            "stage_report", "StageReport", "input_bound", "InputBoundResult",
-           "trace_to_tensorboard"]
+           "trace_to_tensorboard", "write_scalars", "build_from", "resolve_config"]
 
 
 def __getattr__(name: str):  # lazy: these pull in the pipeline / Keras
@@ -29,8 +30,8 @@ def __getattr__(name: str):  # lazy: these pull in the pipeline / Keras
         from tfpipe.bench import _input_bound
 
         return getattr(_input_bound, name)
-    if name == "trace_to_tensorboard":
-        from tfpipe.bench._tensorboard import trace_to_tensorboard
+    if name in ("trace_to_tensorboard", "write_scalars"):
+        from tfpipe.bench import _tensorboard
 
-        return trace_to_tensorboard
+        return getattr(_tensorboard, name)
     raise AttributeError(f"module 'tfpipe.bench' has no attribute {name!r}")

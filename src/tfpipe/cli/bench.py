@@ -99,7 +99,7 @@ def _run(config: str, sets: list[str], split: str, steps: int, warmup: int, stag
          tb_dir: str | None, as_json: bool, console: Any, status: Any,
          out: dict[str, Any]) -> None:
     from tfpipe import bench
-    from tfpipe.bench._build import build_from, resolve_config
+    from tfpipe.bench import build_from, resolve_config
 
     cfg = resolve_config(config, sets)
     show = (lambda x: None) if as_json else console.print
@@ -175,7 +175,7 @@ def _run(config: str, sets: list[str], split: str, steps: int, warmup: int, stag
         out["input_bound"] = ib.to_dict()
 
     if tb_dir:
-        from tfpipe.bench._tensorboard import trace_to_tensorboard, write_scalars
+        from tfpipe.bench import trace_to_tensorboard, write_scalars
 
         write_scalars(tb_dir, result)
         traces = trace_to_tensorboard(build_from(cfg, split=split), tb_dir, steps=min(steps, 5))

@@ -15,7 +15,9 @@ from tfpipe.config.loader import (
     validate,
 )
 from tfpipe.config.models import (
+    AUTO,
     AUTOTUNE,
+    TF_AUTO,
     TF_AUTOTUNE,
     AugmentConfig,
     Config,
@@ -26,11 +28,13 @@ from tfpipe.config.models import (
 from tfpipe.config.ops import BATCH_OPS, GEOMETRY_OPS, PIXEL_OPS, SECTIONS, OpConfig
 
 __all__ = [
+    "AUTO",
     "AUTOTUNE",
     "BATCH_OPS",
     "GEOMETRY_OPS",
     "PIXEL_OPS",
     "SECTIONS",
+    "TF_AUTO",
     "TF_AUTOTUNE",
     "AugmentConfig",
     "Config",

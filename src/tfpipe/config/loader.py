@@ -151,17 +151,28 @@ def _op_value(value: Any) -> Any:
     return value
 
 
+def _enabling(value: Any) -> Any:
+    """An op entry that names parameters (or is `op:` / `op: true`) but not `enabled`
+    turns the op on: `mixup: {alpha: 0.2}` over a preset's disabled mixup means
+    mixup with alpha 0.2, not a silently disabled op."""
+    if isinstance(value, Mapping) and "enabled" not in value:
+        return {**value, "enabled": True}
+    return value
+
+
 def deep_merge(base: Mapping[str, Any], over: Mapping[str, Any],
                _path: tuple[str, ...] = ()) -> dict[str, Any]:
     """`over` wins; mappings merge key by key (new keys append, so a user's op runs
     after the preset's); lists and scalars replace. Inside `augment.<section>`,
-    `op: false` merges as `{enabled: false}` and keeps the preset's params."""
+    `op: false` merges as `{enabled: false}` and keeps the preset's params; an op
+    entry that does not say `enabled` (`op: {alpha: 0.2}`, `op: true`, `op:`)
+    enables the op and keeps the params it does not name."""
     in_section = len(_path) == 2 and _path[0] == "augment"
     out = copy.deepcopy(dict(base))
     for key, value in over.items():
         old = out.get(key)
         if in_section:
-            value, old = _op_value(value), _op_value(old) if key in out else None
+            value, old = _enabling(_op_value(value)), _op_value(old) if key in out else None
         if isinstance(value, Mapping) and isinstance(old, Mapping):
             out[key] = deep_merge(old, value, _path + (str(key),))
         else:
@@ -176,10 +187,27 @@ def parse_value(value: Any) -> Any:
     return _yaml_load(value, f"value {value!r}") if value.strip() else value
 
 
+def _op_path(parts: list[str]) -> tuple[str, ...] | None:
+    """(`augment`, section, op) when `parts` names an op or one of its keys."""
+    from tfpipe.config.ops import SECTIONS
+
+    if len(parts) >= 3 and parts[0] == "augment" and parts[1] in SECTIONS:
+        return tuple(parts[:3])
+    return None
+
+
 def apply_overrides(raw: dict[str, Any], overrides: Mapping[str, Any]) -> dict[str, Any]:
-    """Set dotted keys (`augment.pixel.brightness.max_delta`) in a raw config dict."""
+    """Set dotted keys (`augment.pixel.brightness.max_delta`) in a raw config dict.
+
+    Ops follow the merge rules of `deep_merge`: `augment.batch.mixup=true` (or
+    `={alpha: 0.3}`) enables mixup and keeps the preset's other fields (its `p`,
+    its `alpha`); setting one of an op's parameters (`augment.batch.mixup.alpha=0.3`)
+    enables it too, unless `...mixup.enabled` is set in the same overrides.
+    """
     out = copy.deepcopy(raw)
     errors: list[str] = []
+    explicit = {_op_path(str(k).split(".")) for k in overrides
+                if str(k).split(".")[3:] == ["enabled"]}
     for dotted, value in overrides.items():
         parts = str(dotted).split(".")
         if not all(parts):
@@ -201,7 +229,13 @@ def apply_overrides(raw: dict[str, Any], overrides: Mapping[str, Any]) -> dict[s
                 break
             node = child
         else:
+            op = _op_path(parts)
+            if op is not None and len(parts) == 3:  # the op itself: merge, never reset
+                node.update(deep_merge(node, {parts[2]: parse_value(value)}, op[:2]))
+                continue
             node[parts[-1]] = parse_value(value)
+            if op is not None and len(parts) == 4 and op not in explicit and parts[3] != "enabled":
+                node["enabled"] = True  # node is the op's mapping here
     if errors:
         raise config_error(errors)
     return out

@@ -16,11 +16,17 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from tfpipe.config._types import Float, Int, Unit, fmt
 from tfpipe.config.ops import SECTIONS, BatchOp, GeometryOp, OpConfig, PixelOp
 
+#: tf.data's own tuning (`tf.data.AUTOTUNE`): the runtime picks and changes the value.
 AUTOTUNE = "autotune"
+#: tfpipe's fixed, measured default (docs/pipeline.md, "Parallelism"): 2 x the CPUs
+#: this process may use for the maps, 4 shards for the interleave, AUTOTUNE for prefetch.
+AUTO = "auto"
 #: What `tf.data.AUTOTUNE` is; config stays TensorFlow-free.
 TF_AUTOTUNE = -1
+#: `tf_value` of `auto`: not a tf.data value; the pipeline resolves it (map_parallelism).
+TF_AUTO = -2
 
-Parallelism = Union[int, Literal["autotune"]]
+Parallelism = Union[int, Literal["auto", "autotune"]]
 
 
 class _Dumper(yaml.SafeDumper):
@@ -36,15 +42,37 @@ class _Model(BaseModel):
 
 
 def _parallelism(key: str, value: Any) -> Any:
-    """int >= 1, 'autotune' (any case) or -1 (tf.data.AUTOTUNE) -> int or 'autotune'."""
-    if isinstance(value, str) and value.strip().lower() == AUTOTUNE:
-        return AUTOTUNE
+    """int >= 1, 'auto' / 'autotune' (any case) or -1 (tf.data.AUTOTUNE) -> int or name."""
+    if isinstance(value, str) and value.strip().lower() in (AUTO, AUTOTUNE):
+        return value.strip().lower()
     if isinstance(value, int) and not isinstance(value, bool):
         if value == TF_AUTOTUNE:
             return AUTOTUNE
         if value >= 1:
             return value
-    raise ValueError(f"must be an integer >= 1 or 'autotune', got {fmt(value)}")
+    raise ValueError(f"must be an integer >= 1, 'auto' (tfpipe's measured default) or "
+                     f"'autotune' (tf.data.AUTOTUNE), got {fmt(value)}")
+
+
+# A cache value that is neither keyword must look like a path, so that a typo
+# (`ram`, `memroy`, `true`) fails here instead of creating a directory `ram/`.
+_CACHE_WORDS = ("none", "memory")
+
+
+def _cache_value(v: Any) -> str:
+    if v is None or v is False:
+        return "none"
+    allowed = ("must be 'none', 'memory' or a directory path written as a path "
+               "(with a '/', or starting with '~' or '.': './cache', '/tmp/tfpipe-cache')")
+    if not isinstance(v, str) or not v.strip():
+        raise ValueError(f"{allowed}, got {fmt(v)}")
+    if v.strip().lower() in _CACHE_WORDS:
+        return v.strip().lower()
+    if "/" in v or "\\" in v or v.startswith(("~", ".")):
+        return v
+    from tfpipe.config._errors import suggest
+
+    raise ValueError(f"{allowed}, got {fmt(v)}{suggest(v.lower(), list(_CACHE_WORDS))}")
 
 
 class Normalize(_Model):
@@ -91,8 +119,8 @@ class DataConfig(_Model):
 class PipelineConfig(_Model):
     batch_size: Int(1) = 64  # type: ignore[valid-type]
     shuffle_buffer: Int(0) = 10000  # type: ignore[valid-type]
-    num_parallel_calls: Parallelism = AUTOTUNE
-    interleave_cycle: Parallelism = AUTOTUNE
+    num_parallel_calls: Parallelism = AUTO
+    interleave_cycle: Parallelism = AUTO
     prefetch: Parallelism = AUTOTUNE
     cache: str = "none"
     deterministic: bool = True
@@ -113,16 +141,15 @@ class PipelineConfig(_Model):
     @field_validator("cache", mode="before")
     @classmethod
     def _cache(cls, v: Any) -> Any:
-        if v is None or v is False:
-            return "none"
-        if not isinstance(v, str) or not v.strip():
-            raise ValueError(f"must be 'none', 'memory' or a directory path, got {fmt(v)}")
-        return v.lower() if v.lower() in ("none", "memory") else v
+        return _cache_value(v)
 
     def tf_value(self, key: Literal["num_parallel_calls", "interleave_cycle", "prefetch"]) -> int:
-        """The int tf.data takes: the configured value, or -1 (tf.data.AUTOTUNE)."""
+        """The configured int, -1 (tf.data.AUTOTUNE) for `autotune`, or -2 (`TF_AUTO`)
+        for `auto`, which the pipeline resolves (docs/pipeline.md, "Parallelism")."""
         v = getattr(self, key)
-        return TF_AUTOTUNE if v == AUTOTUNE else int(v)
+        if v == AUTOTUNE:
+            return TF_AUTOTUNE
+        return TF_AUTO if v == AUTO else int(v)
 
 
 def _op_entries(value: Any) -> Any:

@@ -1,10 +1,11 @@
 """`build_pipeline`: config -> reproducible, fast `tf.data.Dataset` (docs/pipeline.md)."""
 
-from tfpipe.pipeline._build import STAGES, build_pipeline, build_stages, one_epoch_view
+from tfpipe.pipeline._build import (STAGES, batches_per_pass, build_pipeline, build_stages,
+                                    one_epoch_view)
 from tfpipe.pipeline._errors import framing_losses, reset_skipped_counts, skipped_counts
 from tfpipe.pipeline._materialize import MARKER as MATERIALIZED_MARKER
 from tfpipe.pipeline._materialize import materialize
-from tfpipe.pipeline._options import map_parallelism, options
+from tfpipe.pipeline._options import batch_parallelism, map_parallelism, options
 from tfpipe.pipeline._settings import Settings, settings
 
 __all__ = [
@@ -12,6 +13,8 @@ __all__ = [
     "STAGES",
     "Settings",
     "build_pipeline",
+    "batch_parallelism",
+    "batches_per_pass",
     "build_stages",
     "map_parallelism",
     "materialize",

@@ -28,7 +28,7 @@ from tfpipe.errors import ConfigError, TfpipeError
 from tfpipe.pipeline import _classify
 from tfpipe.pipeline._errors import guarded_map as isolate
 from tfpipe.pipeline._errors import planned
-from tfpipe.pipeline._options import map_parallelism, options
+from tfpipe.pipeline._options import batch_parallelism, map_parallelism, options
 from tfpipe.pipeline._settings import AUTOTUNE, Settings, settings
 from tfpipe.pipeline._source import Source, open_records, read_records, worker_files
 
@@ -196,7 +196,8 @@ def _records(s: Settings, split: str, src: Source, files: list[str],
     """The record stream of this worker: (shard, record, serialized) [-> records cache]."""
     wi, wc = worker
     _, elem_shard = worker_files(src.files, wi, wc)
-    ds = read_records(files, src.compression, s.interleave_cycle, skip_framing=s.on_error == "skip")
+    ds = read_records(files, src.compression, s.interleave_cycle, skip_framing=s.on_error == "skip",
+                      parallel=s.read_parallel)
     if elem_shard:
         ds = ds.shard(wc, wi)
     return ds
@@ -246,28 +247,110 @@ def _assemble(s: Settings, split: str, epoch: int | tf.Tensor, worker: tuple[int
     if all_stages:
         pixel = tf.autograph.experimental.do_not_convert(
             lambda b, batch: builder.pixel_stage(batch))
-        stages.append(("pixel", batched.map(pixel, num_parallel_calls=max(1, npc // 2),
+        stages.append(("pixel", batched.map(pixel, num_parallel_calls=batch_parallelism(s),
                                             deterministic=s.deterministic)))
 
     compose = tf.autograph.experimental.do_not_convert(
         lambda b, batch: builder.compose(batch, seeds.global_index(b, wi, wc), num_classes,
                                          keep_index))
-    ds = batched.map(compose, num_parallel_calls=max(1, npc // 2), deterministic=s.deterministic)
+    ds = batched.map(compose, num_parallel_calls=batch_parallelism(s), deterministic=s.deterministic)
     stages.append(("compose", ds))
     return stages
 
 
 def _live(s: Settings, split: str, epoch: int, worker: Any, keep_index: bool
           ) -> tf.data.Dataset:
-    """The pipeline from the raw records: train advances one epoch per iteration."""
+    """The pipeline from the raw records: train advances one epoch per iteration;
+    with a manifest, every pass has exactly `batches_per_pass` batches (declared)."""
     src, files, wk = _source(s, split, worker)
     records = _records(s, split, src, files, wk)
+    n = _batches(s, split, src, files, wk)
     if split not in TRAIN_SPLITS:  # no randomness: every iteration is the same data
-        return _assemble(s, split, epoch, wk, src, files, records, keep_index, False)[-1][1]
+        ds = _assemble(s, split, epoch, wk, src, files, records, keep_index, False)[-1][1]
+        return _declare(_exact(ds, n, s, empty_fill=True), n)
     # the records cache is outside the per-epoch part: filled once, read by every epoch
     records = _cache(records, s, split, files, wk, "records")
-    return epochs_from(epoch, lambda e: _assemble(
-        s, split, e, wk, src, files, records, keep_index, False)[-1][1])
+    return _declare(epochs_from(epoch, lambda e: _exact(_assemble(
+        s, split, e, wk, src, files, records, keep_index, False)[-1][1], n, s)), n)
+
+
+# ------------------------------------------------------------------ cardinality
+def _batches(s: Settings, split: str, src: Source, files: list[str],
+             worker: tuple[int, int]) -> int | None:
+    """Batches in one pass of this worker, from the manifest's record counts
+    (None without a manifest entry for every shard, e.g. a glob of bare shards)."""
+    from tfpipe.records import shard_record_counts
+
+    counts = shard_record_counts(src.files)
+    if any(f not in counts for f in src.files):
+        return None
+    wi, wc = worker
+    _, elem_shard = worker_files(src.files, wi, wc)
+    if elem_shard:  # every count-th element of the whole stream, from the wi-th
+        records = len(range(wi, sum(counts.values()), wc))
+    else:
+        records = sum(counts[f] for f in files)
+    drop = s.drop_remainder if split in TRAIN_SPLITS else False
+    return records // s.batch_size if drop else -(-records // s.batch_size)
+
+
+def batches_per_pass(config: Any, split: str = "train", worker: Any = None) -> int | None:
+    """Batches one pass (a train epoch, an eval pass) of `build_pipeline(config,
+    split, worker=worker)` yields: the manifest's records of this worker's part
+    over `pipeline.batch_size` (rounded down for train with `drop_remainder`, up
+    otherwise). None when some shard has no manifest entry (then the dataset's
+    cardinality stays unknown). Materialized epochs are not counted here."""
+    s = settings(config)
+    src, files, wk = _source(s, split, worker)
+    return _batches(s, split, src, files, wk)
+
+
+def _declare(ds: tf.data.Dataset, n: int | None) -> tf.data.Dataset:
+    """`assert_cardinality(n)`: Keras (and `len()`) see the real number of steps."""
+    return ds if n is None else ds.apply(tf.data.experimental.assert_cardinality(n))
+
+
+def _exact(ds: tf.data.Dataset, n: int | None, s: Settings, empty_fill: bool = False
+           ) -> tf.data.Dataset:
+    """One pass of `ds` made exactly `n` batches long under `on_error: skip`.
+
+    Skipped records can leave a pass short of what the manifest promises, and
+    `assert_cardinality` would then fail the run at the pass's end, which is what
+    `raise` is for. So under `skip` each pass counts the batches it delivered and,
+    when short, continues with: (train) the first batches of the same epoch again,
+    real samples with their own augmentation; (eval, `empty_fill`) empty batches
+    (0 rows: no sample is invented or counted twice in a metric). A pass with
+    nothing skipped is untouched: the tail is `take(0)` and reads nothing.
+    docs/pipeline.md, "Cardinality".
+    """
+    if n is None or s.on_error != "skip":
+        return ds  # `raise`: a missing record fails with its own error first
+    with tf.init_scope():
+        delivered = tf.lookup.experimental.MutableHashTable(
+            key_dtype=tf.int64, value_dtype=tf.int64, default_value=0)
+    key = tf.constant([0], tf.int64)
+
+    @tf.autograph.experimental.do_not_convert
+    def count(b: tf.Tensor, batch: Any) -> Any:
+        # the pass's own batch index: a new pass overwrites what an abandoned one left
+        with tf.control_dependencies([delivered.insert(key, tf.reshape(b + 1, [1]))]):
+            return tf.nest.map_structure(tf.identity, batch)
+
+    spec = ds.element_spec
+
+    @tf.autograph.experimental.do_not_convert
+    def tail(_: tf.Tensor) -> tf.data.Dataset:
+        short = tf.maximum(tf.constant(n, tf.int64) - delivered.lookup(key)[0], 0)
+        with tf.control_dependencies([delivered.insert(key, tf.zeros([1], tf.int64))]):
+            short = tf.identity(short)
+        if empty_fill:
+            empty = tf.nest.map_structure(
+                lambda t: tf.zeros([0] + t.shape[1:].as_list(), t.dtype), spec)
+            return tf.data.Dataset.from_tensors(empty).repeat(short)
+        return ds.repeat().take(short)
+
+    rest = tf.data.Dataset.from_tensors(tf.constant(0, tf.int64)).flat_map(tail)
+    return ds.enumerate().map(count).concatenate(rest)
 
 
 def build_pipeline(config: Any, split: str = "train", epoch: int = 0, worker: Any = None,

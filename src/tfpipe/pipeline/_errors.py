@@ -132,7 +132,7 @@ def isolate(ds: tf.data.Dataset, process: Callable[..., dict[str, tf.Tensor]],
         return good.concatenate(bad).take(1)
 
     out = ds.interleave(one, cycle_length=max(parallel, 1), block_length=1,
-                        num_parallel_calls=parallel if parallel > 1 else None,
+                        num_parallel_calls=parallel if parallel > 1 or parallel == -1 else None,
                         deterministic=deterministic)
 
     @tf.autograph.experimental.do_not_convert
@@ -218,7 +218,8 @@ def planned(ds: tf.data.Dataset, plan: Plan | None,
             return shard, rec, local, serialized
         return shard, rec, local, serialized, plan(local)
 
-    return blocks.map(block, num_parallel_calls=max(1, parallel), deterministic=True).unbatch()
+    return blocks.map(block, num_parallel_calls=parallel if parallel == -1 else max(1, parallel),
+                      deterministic=True).unbatch()  # -1: tf.data.AUTOTUNE
 
 
 def guarded_map(ds: tf.data.Dataset, process: Callable[..., dict[str, tf.Tensor]],

@@ -37,7 +37,8 @@ TRAIN_SPLITS = ("train",)
 # because materialize always writes with deterministic: true (the canonical
 # order; the samples themselves never depend on it).
 NOT_HASHED = ("materialized", "prefetch_to_device", "cache", "private_threadpool",
-              "ram_budget_mb", "prefetch", "num_parallel_calls", "deterministic")
+              "ram_budget_mb", "prefetch", "num_parallel_calls", "deterministic",
+              "read_parallel")
 
 _log = logging.getLogger("tfpipe")
 

@@ -15,6 +15,8 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 AUTOTUNE = -1
+#: `num_parallel_calls: auto`: tfpipe's fixed, measured default (map_parallelism).
+AUTO = -2
 
 
 @dataclass(frozen=True)
@@ -45,8 +47,8 @@ class Settings:
     max_boxes: int
     batch_size: int
     shuffle_buffer: int
-    num_parallel_calls: int
-    interleave_cycle: int
+    num_parallel_calls: int  # >= 1, AUTOTUNE (-1) or AUTO (-2)
+    interleave_cycle: int  # shards open at once; -1: the default (4), for auto and autotune
     prefetch: int
     cache: str
     deterministic: bool
@@ -60,6 +62,9 @@ class Settings:
     geometry: tuple[Op, ...]
     pixel: tuple[Op, ...]
     batch: tuple[Op, ...]
+    # parallel shard reads: 0 = one per open shard; AUTOTUNE (`interleave_cycle:
+    # autotune`): tf.data decides. Never changes a byte (the cycle sets the order).
+    read_parallel: int = 0
 
     def active(self, section: str) -> list[Op]:
         """Enabled ops of `geometry` / `pixel` / `batch` with p > 0, in order."""
@@ -109,8 +114,11 @@ def settings(config: Any) -> Settings:
         batch_size=int(pipe.batch_size),
         shuffle_buffer=int(pipe.shuffle_buffer),
         num_parallel_calls=int(pipe.tf_value("num_parallel_calls")),
-        interleave_cycle=int(pipe.tf_value("interleave_cycle")),
-        prefetch=int(pipe.tf_value("prefetch")),
+        # auto and autotune both keep the fixed default cycle: tf.data's AUTOTUNE
+        # cycle length is the host's core count, and the cycle sets the sample order
+        interleave_cycle=max(AUTOTUNE, int(pipe.tf_value("interleave_cycle"))),
+        read_parallel=AUTOTUNE if pipe.interleave_cycle == "autotune" else 0,
+        prefetch=max(AUTOTUNE, int(pipe.tf_value("prefetch"))),  # auto: AUTOTUNE
         cache=str(pipe.cache),
         deterministic=bool(pipe.deterministic),
         drop_remainder=bool(pipe.drop_remainder),

@@ -19,7 +19,7 @@ LABEL_KEY = "image/class/label"
 BOX_KEYS = tuple(f"image/object/bbox/{k}" for k in ("ymin", "xmin", "ymax", "xmax"))
 BOX_LABEL_KEY = "image/object/class/label"
 
-# A fixed interleave width when the config says autotune: tf.data's AUTOTUNE cycle
+# A fixed interleave width when the config says auto or autotune: tf.data's AUTOTUNE cycle
 # length is the host's core count, which would make the sample order (and so every
 # seed) machine-dependent. 4 open shards keep reads sequential and still mix shards.
 DEFAULT_CYCLE = 4
@@ -63,7 +63,7 @@ def worker_files(files: list[str], index: int, count: int) -> tuple[list[str], b
 
 def read_records(files: list[str], compression: str | None, cycle: int,
                  skip_framing: bool = True,
-                 expected: dict[str, int] | None = None) -> tf.data.Dataset:
+                 expected: dict[str, int] | None = None, parallel: int = 0) -> tf.data.Dataset:
     """Dataset of (shard_id int32, record_index int64, serialized) in a fixed order.
 
     Framing damage (bad length/CRC, truncation) is a `DataLossError` inside
@@ -80,7 +80,8 @@ def read_records(files: list[str], compression: str | None, cycle: int,
       `framing_losses()` (details); under `raise` as an `InvalidArgumentError`.
 
     `expected`: path -> records the manifest lists (default: read from the
-    manifest.json beside the shards, when there is one).
+    manifest.json beside the shards, when there is one). `parallel`: parallel
+    shard reads (0: one per open shard; -1: tf.data.AUTOTUNE); never the order.
     """
     from tfpipe.native import tfrecord as native_tfrecord
     from tfpipe.pipeline._errors import report_framing
@@ -145,7 +146,7 @@ def read_records(files: list[str], compression: str | None, cycle: int,
     if cycle == 1:
         return ids.interleave(one_file, cycle_length=1, block_length=1)
     return ids.interleave(one_file, cycle_length=cycle, block_length=1,
-                          num_parallel_calls=cycle, deterministic=True)
+                          num_parallel_calls=parallel or cycle, deterministic=True)
 
 
 def _after_damage(shard_id: tf.Tensor, path: tf.Tensor, want: tf.Tensor, stopped: tf.Tensor,

@@ -2,7 +2,8 @@
 
 Seeds are int64 tensors of shape [2]; see docs/seeds.md for the formulas and the
 guarantees (bit-identical batches whatever the parallelism, disjoint workers,
-restart at (epoch, step)).
+restart at (epoch, step)). `split`, `uniform`, `bernoulli`, `per_seed` are the
+draws every random op makes from a seed [2] or rows of seeds [B, 2].
 """
 
 from tfpipe.seeds._derive import (
@@ -21,6 +22,7 @@ from tfpipe.seeds._derive import (
     sample_seed,
     sample_stream,
 )
+from tfpipe.seeds._draw import as_seed, bernoulli, per_seed, split, split_pair, uniform
 from tfpipe.seeds._rows import fold_rows, full_int_rows, split_rows, uniform_rows
 
 __all__ = [
@@ -29,8 +31,10 @@ __all__ = [
     "GLOBAL_TAG",
     "OP_TAG",
     "SAMPLE_TAG",
+    "as_seed",
     "batch_seed",
     "batch_stream",
+    "bernoulli",
     "epoch_seed",
     "fold",
     "fold_rows",
@@ -38,8 +42,12 @@ __all__ = [
     "global_index",
     "global_seed",
     "op_seed",
+    "per_seed",
     "sample_seed",
     "sample_stream",
+    "split",
+    "split_pair",
     "split_rows",
+    "uniform",
     "uniform_rows",
 ]
