@@ -1,9 +1,9 @@
 """`build_pipeline`: config -> reproducible, fast `tf.data.Dataset` (docs/pipeline.md)."""
 
-from tfpipe.pipeline._build import STAGES, build_pipeline, build_stages, one_epoch_view
+from tfpipe.pipeline._build import STAGES, build_pipeline, build_stages, one_epoch_view, set_epoch
 from tfpipe.pipeline._errors import framing_losses, reset_skipped_counts, skipped_counts
 from tfpipe.pipeline._materialize import MARKER as MATERIALIZED_MARKER
-from tfpipe.pipeline._materialize import materialize
+from tfpipe.pipeline._materialize import config_hash, hashed_settings, materialize
 from tfpipe.pipeline._options import map_parallelism, options
 from tfpipe.pipeline._settings import Settings, settings
 
@@ -13,12 +13,15 @@ __all__ = [
     "Settings",
     "build_pipeline",
     "build_stages",
+    "config_hash",
     "map_parallelism",
     "materialize",
     "one_epoch_view",
     "options",
     "framing_losses",
+    "hashed_settings",
     "reset_skipped_counts",
+    "set_epoch",
     "settings",
     "skipped_counts",
 ]
