@@ -20,7 +20,7 @@ from tfpipe.errors import ConfigError
 from tfpipe.pipeline import build_pipeline, set_epoch
 from tfpipe.train import PipelinePosition, ResumeError, epochs, restore
 
-from train_data import batches, config, digest
+from train_data import batches, config
 
 
 def _same(a, b) -> None:
@@ -30,25 +30,34 @@ def _same(a, b) -> None:
         assert np.array_equal(ya, yb)
 
 
+@pytest.mark.slow
 def test_step_is_the_rest_of_the_epoch_then_whole_epochs(train_dataset):
+    """Direct (`build_pipeline(step=)` iterated twice) and through the epochs
+    helper (one pipeline; a peek between epochs does not shift the next one).
+    Per-worker positioning: test_train_kill.py (one pipeline per replica)."""
     # mixup draws from batch seeds, enable_rate < 1 once per planned batch: both
     # depend on the batch numbering, which must start at `step`
     cfg = config(train_dataset, **{"augment.batch": {"mixup": {"alpha": 0.4}},
                                    "augment.enable_rate": 0.5})
-    ref = build_pipeline(cfg, epoch=2)
+    ref = build_pipeline(cfg, epoch=2)  # iterations: epochs 2, 3 (tests/pipeline/test_epochs.py)
     e2, e3 = batches(ref), batches(ref)
     assert len(e2) == 8
     pos = build_pipeline(cfg, epoch=2, step=3)
     _same(batches(pos), e2[3:])  # the rest of epoch 2 ...
     _same(batches(pos), e3)      # ... then epoch 3 whole
 
+    position = PipelinePosition(cfg, epoch=2, step=3)
+    seen = []
+    for e, ds in epochs(cfg, 4, position=position):
+        assert position.value() == (e, 3 if e == 2 else 0)
+        seen.append(batches(ds))
+        if e == 2:
+            next(iter(ds))  # a peek uses up an iteration: the next yield pins its epoch
+    _same(seen[0], e2[3:])
+    _same(seen[1], e3)
 
-def test_step_per_worker(train_dataset):
-    cfg = config(train_dataset, **{"pipeline.shuffle_buffer": 16})
-    full = batches(build_pipeline(cfg, epoch=1, worker=(1, 2)))
-    _same(batches(build_pipeline(cfg, epoch=1, worker=(1, 2), step=2)), full[2:])
 
-
+@pytest.mark.slow
 def test_skipped_records_are_never_decoded(train_dataset, tmp_path):
     """A corrupt image in the skipped part: the full epoch fails (on_error:
     raise), the positioned one does not, so it never decoded the record."""
@@ -75,23 +84,6 @@ def test_bad_step_and_set_epoch_on_eval(train_dataset):
         build_pipeline(config(train_dataset), step=-1)
     with pytest.raises(Exception, match="set_epoch: needs a train dataset"):
         set_epoch(build_pipeline(config(train_dataset), split="validation"), 1)
-
-
-def test_epochs_helper_resumes_and_pins_epochs(train_dataset):
-    cfg = config(train_dataset)
-    ref = build_pipeline(cfg, epoch=1)  # iterations: epochs 1, 2, 3 (test_epochs.py)
-    fresh = {e: batches(ref) for e in (1, 2, 3)}
-    position = PipelinePosition(cfg, epoch=1, step=5)
-    seen = []
-    for e, ds in epochs(cfg, 4, position=position):
-        assert position.value() == (e, 5 if e == 1 else 0)
-        seen.append((e, batches(ds)))
-        next(iter(ds))  # a peek after the epoch uses up an iteration: the next yield
-        # pins its epoch again (set_epoch)
-    assert [e for e, _ in seen] == [1, 2, 3]
-    _same(seen[0][1], fresh[1][5:])
-    _same(seen[1][1], fresh[2])
-    _same(seen[2][1], fresh[3])
 
 
 def test_position_round_trips_through_a_checkpoint(train_dataset, tmp_path):

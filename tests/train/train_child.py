@@ -1,6 +1,6 @@
 """Child process of tests/train/test_train_kill.py: train, record, maybe halt.
 
-    python train_child.py DATA_GLOB WORK MODE [MODE ...]     (MODE: keras | custom)
+    python train_child.py DATA_GLOB WORK:MODE [WORK:MODE ...]     (MODE: keras | custom)
 
 keras: `tfpipe.train.fit` (Keras `fit`, checkpoint every 2 steps). custom: a
 `@tf.function(input_signature=...)` train step under `MirroredStrategy` on two
@@ -11,7 +11,8 @@ WORK/<mode>/digests.jsonl (the digest of the exact batch: image and label
 bytes, per replica); the final weights go to WORK/<mode>/weights.npz; the
 custom run writes each replica's labels of epoch 0 to labels.json.
 
-With TFPIPE_TEST_HALT="MODE:EPOCH:STEP" the run writes WORK/<mode>/halted
+With TFPIPE_TEST_HALT="MODE:EPOCH:STEP" and TFPIPE_TEST_HALT_WORK=WORK, the
+run of MODE in WORK writes WORK/<mode>/halted
 after training batch STEP of EPOCH (the last checkpoint is then at an earlier
 step) and sleeps: the parent kills it with SIGKILL.
 """
@@ -42,9 +43,9 @@ EPOCHS = 2
 SAVE_EVERY = 2
 
 
-def _halt_at(mode: str) -> tuple[int, int] | None:
+def _halt_at(mode: str, out: Path) -> tuple[int, int] | None:
     spec = os.environ.get("TFPIPE_TEST_HALT", "")
-    if not spec.startswith(mode + ":"):
+    if not spec.startswith(mode + ":") or os.environ.get("TFPIPE_TEST_HALT_WORK") != str(out.parent):
         return None
     _, e, k = spec.split(":")
     return int(e), int(k)
@@ -63,7 +64,7 @@ def _model() -> keras.Model:
 
 class _Log:
     def __init__(self, out: Path, mode: str) -> None:
-        self.out, self.mode, self.halt = out, mode, _halt_at(mode)
+        self.out, self.mode, self.halt = out, mode, _halt_at(mode, out)
         self.file = open(out / "digests.jsonl", "a")
 
     def record(self, epoch: int, step: int, d: str) -> None:
@@ -158,9 +159,10 @@ def run_custom(data: str, out: Path) -> None:
 
 
 def main() -> None:
-    data, work, modes = sys.argv[1], Path(sys.argv[2]), sys.argv[3:]
-    for mode in modes:
-        out = work / mode
+    data, runs = sys.argv[1], sys.argv[2:]
+    for run in runs:  # one after the other in this process
+        work, mode = run.rsplit(":", 1)
+        out = Path(work) / mode
         out.mkdir(parents=True, exist_ok=True)
         {"keras": run_keras, "custom": run_custom}[mode](data, out)
         (out / "done").write_text("ok")
