@@ -1,6 +1,6 @@
 """Process memory (RSS) over many epochs: one pipeline for all epochs vs one per epoch.
 
-    PYTHONPATH=src .venv/bin/python benchmarks/train_epochs_bench.py [--epochs 32]
+    PYTHONPATH=src .venv/bin/python benchmarks/train_epochs_bench.py [--epochs 32] [--only epochs]
 
 Each variant runs in its own fresh process (RSS is per process) on the same
 small generated dataset (256 photos, 4 shards, the test config at 64x64,
@@ -75,6 +75,7 @@ def child(variant: str, path: str, epochs: int) -> None:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--epochs", type=int, default=32)
+    p.add_argument("--only", choices=("epochs", "rebuild"), help="run one variant")
     p.add_argument("--child", nargs=2, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.child:
@@ -83,12 +84,12 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         path = _dataset(Path(tmp))
         results = {}
-        for variant in ("epochs", "rebuild"):
+        for variant in [args.only] if args.only else ("epochs", "rebuild"):
             out = subprocess.run([sys.executable, __file__, "--epochs", str(args.epochs),
                                   "--child", variant, path], check=True, text=True,
                                  capture_output=True).stdout
             results[variant] = {int(k): v for k, v in json.loads(out.splitlines()[-1]).items()}
-    marks = [m for m in (1, 2, 5, 10, 20, 30, 40, 50) if m <= args.epochs] + [args.epochs]
+    marks = [m for m in (1, 2, 5, 10, 20, 30, 40, 50, 60) if m <= args.epochs] + [args.epochs]
     marks = sorted(set(marks))
     print("RSS MiB after epoch:", " ".join(f"{m:>7d}" for m in marks))
     for variant, rss in results.items():
