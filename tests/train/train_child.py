@@ -45,7 +45,9 @@ SAVE_EVERY = 2
 
 def _halt_at(mode: str, out: Path) -> tuple[int, int] | None:
     spec = os.environ.get("TFPIPE_TEST_HALT", "")
-    if not spec.startswith(mode + ":") or os.environ.get("TFPIPE_TEST_HALT_WORK") != str(out.parent):
+    if not spec.startswith(mode + ":"):
+        return None
+    if os.environ.get("TFPIPE_TEST_HALT_WORK") != str(out.parent):
         return None
     _, e, k = spec.split(":")
     return int(e), int(k)
@@ -53,13 +55,12 @@ def _halt_at(mode: str, out: Path) -> tuple[int, int] | None:
 
 def _model() -> keras.Model:
     keras.utils.set_random_seed(1)  # the same initial weights in every process
-    model = keras.Sequential([
+    return keras.Sequential([
         keras.Input((32, 32, 3)),
         keras.layers.Conv2D(4, 3, strides=2, activation="relu"),
         keras.layers.GlobalAveragePooling2D(),
         keras.layers.Dense(NUM),
     ])
-    return model
 
 
 class _Log:
@@ -81,9 +82,6 @@ def _weights(model: keras.Model, out: Path) -> None:
 
 def run_keras(data: str, out: Path) -> None:
     log = _Log(out, "keras")
-
-    class Recording(keras.Sequential):
-        pass
 
     model = _model()
     seen: dict[str, str] = {}
