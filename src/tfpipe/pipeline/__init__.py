@@ -1,10 +1,10 @@
 """`build_pipeline`: config -> reproducible, fast `tf.data.Dataset` (docs/pipeline.md)."""
 
 from tfpipe.pipeline._build import (STAGES, batches_per_pass, build_pipeline, build_stages,
-                                    one_epoch_view)
+                                    one_epoch_view, set_epoch)
 from tfpipe.pipeline._errors import framing_losses, reset_skipped_counts, skipped_counts
 from tfpipe.pipeline._materialize import MARKER as MATERIALIZED_MARKER
-from tfpipe.pipeline._materialize import materialize
+from tfpipe.pipeline._materialize import config_hash, hashed_settings, materialize
 from tfpipe.pipeline._options import batch_parallelism, map_parallelism, options
 from tfpipe.pipeline._settings import Settings, settings
 
@@ -16,12 +16,15 @@ __all__ = [
     "batch_parallelism",
     "batches_per_pass",
     "build_stages",
+    "config_hash",
     "map_parallelism",
     "materialize",
     "one_epoch_view",
     "options",
     "framing_losses",
+    "hashed_settings",
     "reset_skipped_counts",
+    "set_epoch",
     "settings",
     "skipped_counts",
 ]

@@ -205,8 +205,15 @@ def _records(s: Settings, split: str, src: Source, files: list[str],
 
 def _assemble(s: Settings, split: str, epoch: int | tf.Tensor, worker: tuple[int, int],
               src: Source, files: list[str], records: tf.data.Dataset, keep_index: bool,
-              all_stages: bool) -> list[tuple[str, tf.data.Dataset]]:
-    """The stages of one epoch from the record stream; `epoch` may be a tensor."""
+              all_stages: bool, step: int | tf.Tensor = 0) -> list[tuple[str, tf.data.Dataset]]:
+    """The stages of one epoch from the record stream; `epoch` may be a tensor.
+
+    `step` > 0 starts the epoch at its batch `step` (tensor or int): the first
+    `step * batch_size` elements are dropped right after `enumerate`, so they are
+    read and shuffled but never parsed, decoded or augmented, and every later
+    sample keeps its index (its seed); the batch numbering starts at `step`, so
+    batch seeds (L4, enable_rate) stay those of the uninterrupted epoch.
+    """
     wi, wc = worker
     train = split in TRAIN_SPLITS
     npc = map_parallelism(s)
@@ -217,6 +224,9 @@ def _assemble(s: Settings, split: str, epoch: int | tf.Tensor, worker: tuple[int
         ds = _shuffle(ds, s.shuffle_buffer, es)
     # (local index, (shard, record, serialized)): the index keys the sample's seeds
     ds = ds.enumerate()
+    positioned = not (isinstance(step, int) and step == 0)
+    if positioned:
+        ds = ds.skip(tf.cast(step, tf.int64) * s.batch_size)
 
     num_classes = s.num_classes or src.num_classes
     if s.task == "detection":
@@ -243,7 +253,7 @@ def _assemble(s: Settings, split: str, epoch: int | tf.Tensor, worker: tuple[int
     drop = s.drop_remainder if train else False
     ds = after_batch(builder.batch(ds, False), drop, s.batch_size)
     stages.append(("batch", ds))
-    batched = ds.enumerate()
+    batched = ds.enumerate(tf.cast(step, tf.int64)) if positioned else ds.enumerate()
     if all_stages:
         pixel = tf.autograph.experimental.do_not_convert(
             lambda b, batch: builder.pixel_stage(batch))
@@ -258,20 +268,27 @@ def _assemble(s: Settings, split: str, epoch: int | tf.Tensor, worker: tuple[int
     return stages
 
 
-def _live(s: Settings, split: str, epoch: int, worker: Any, keep_index: bool
+def _live(s: Settings, split: str, epoch: int, worker: Any, keep_index: bool, step: int = 0
           ) -> tf.data.Dataset:
     """The pipeline from the raw records: train advances one epoch per iteration;
     with a manifest, every pass has exactly `batches_per_pass` batches (declared)."""
     src, files, wk = _source(s, split, worker)
     records = _records(s, split, src, files, wk)
-    n = _batches(s, split, src, files, wk)
+    # A positioned first pass is shorter than the rest: no single length to declare.
+    n = None if step else _batches(s, split, src, files, wk)
     if split not in TRAIN_SPLITS:  # no randomness: every iteration is the same data
-        ds = _assemble(s, split, epoch, wk, src, files, records, keep_index, False)[-1][1]
+        ds = _assemble(s, split, epoch, wk, src, files, records, keep_index, False,
+                       step)[-1][1]
         return _declare(_exact(ds, n, s, empty_fill=True), n)
     # the records cache is outside the per-epoch part: filled once, read by every epoch
     records = _cache(records, s, split, files, wk, "records")
-    return _declare(epochs_from(epoch, lambda e: _exact(_assemble(
-        s, split, e, wk, src, files, records, keep_index, False)[-1][1], n, s)), n)
+    first = tf.constant(epoch, tf.int64)
+
+    def one(e: tf.Tensor) -> tf.Tensor:  # only the epoch `epoch` itself is positioned
+        at = tf.where(tf.equal(e, first), tf.constant(step, tf.int64), 0) if step else 0
+        return _exact(_assemble(s, split, e, wk, src, files, records, keep_index, False,
+                                at)[-1][1], n, s)
+    return _declare(epochs_from(epoch, one), n)
 
 
 # ------------------------------------------------------------------ cardinality
@@ -354,7 +371,8 @@ def _exact(ds: tf.data.Dataset, n: int | None, s: Settings, empty_fill: bool = F
 
 
 def build_pipeline(config: Any, split: str = "train", epoch: int = 0, worker: Any = None,
-                   as_supervised: bool = False, *, keep_index: bool = False) -> tf.data.Dataset:
+                   as_supervised: bool = False, *, keep_index: bool = False, step: int = 0
+                   ) -> tf.data.Dataset:
     """The `tf.data.Dataset` of batches for `split` (see docs/pipeline.md).
 
     A train dataset advances one epoch per iteration: its n-th iteration (each
@@ -363,24 +381,59 @@ def build_pipeline(config: Any, split: str = "train", epoch: int = 0, worker: An
     splits have no randomness and give the same batches every iteration.
 
     worker: `(index, count)` or a `tf.distribute.InputContext`; each worker gets a
-    disjoint part of the data, together all of it. Restart at (epoch, step) with
-    `build_pipeline(config, epoch=epoch).skip(step)` for the rest of that epoch
-    (docs/seeds.md). `keep_index` adds each sample's global index as `"index"`.
+    disjoint part of the data, together all of it. `keep_index` adds each
+    sample's global index as `"index"`.
+
+    step: resume at batch `step` of epoch `epoch` (docs/training.md): the first
+    iteration is that epoch from its batch `step` on, bit-identical to batches
+    `step, step + 1, ...` of the uninterrupted epoch; later iterations are the
+    next epochs, whole. The skipped records are read but never parsed, decoded
+    or augmented (unlike `.skip(step)` after the build, which produces and
+    throws away every skipped batch). Per worker, `step` counts that worker's
+    batches. `tfpipe.train` saves and restores this position with a checkpoint.
     """
     s = settings(config)
     from tfpipe.pipeline import _materialize
 
+    if isinstance(step, bool) or not isinstance(step, int) or step < 0:
+        raise ConfigError(f"build_pipeline: step must be an integer >= 0, got {step!r}")
     ds = _materialize.open_materialized(s, split, epoch, _worker(worker))
     live = ds is None
+    if not live and step:
+        raise ConfigError(f"build_pipeline(step={step}): positioning is not supported on "
+                          f"materialized data (pipeline.materialized / data.path is a "
+                          "materialized directory); build from the records, or use .skip")
     if live:
-        ds = _live(s, split, epoch, worker, keep_index)
+        ds = _live(s, split, epoch, worker, keep_index, step)
+    counter = getattr(ds, "_tfpipe_epoch_counter", None)
     out = _finish(ds, s, as_supervised)
+    if counter is not None:
+        out._tfpipe_epochs = (counter, epoch)  # noqa: SLF001 - read by set_epoch
     if live and split in TRAIN_SPLITS:
         # what one iteration runs, without the epoch counter's flat_map: for tools
         # that read the graph (doctor), which would otherwise see only the wrapper
         out._tfpipe_one_epoch = lambda: _finish(  # noqa: SLF001 - read by one_epoch_view
-            _one_epoch(s, split, epoch, worker, keep_index), s, as_supervised)
+            _one_epoch(s, split, epoch, worker, keep_index, step), s, as_supervised)
     return out
+
+
+def set_epoch(dataset: tf.data.Dataset, epoch: int) -> None:
+    """Make the next iteration of a train `dataset` from `build_pipeline` be `epoch`.
+
+    The dataset then goes on counting from there (the iteration after is
+    `epoch + 1`). For loops that peek at a dataset (or iterate it an unknown
+    number of times) between epochs: `tfpipe.train.epochs` calls this before
+    every epoch. A dataset built with `step=k` at epoch e is positioned again
+    whenever its epoch is e. Raises TfpipeError for any other dataset (eval
+    splits, or a dataset transformed after `build_pipeline`).
+    """
+    held = getattr(dataset, "_tfpipe_epochs", None)
+    if held is None:
+        raise TfpipeError("set_epoch: needs a train dataset exactly as build_pipeline returned "
+                          "it (not an eval split, not a dataset transformed after the build)")
+    counter, first = held
+    key = tf.constant([0], tf.int64)
+    counter.table.insert(key, tf.constant([int(epoch) - int(first)], tf.int64))
 
 
 def one_epoch_view(dataset: tf.data.Dataset) -> tf.data.Dataset | None:
@@ -393,11 +446,12 @@ def one_epoch_view(dataset: tf.data.Dataset) -> tf.data.Dataset | None:
     return make() if callable(make) else None
 
 
-def _one_epoch(s: Settings, split: str, epoch: int, worker: Any, keep_index: bool
-               ) -> tf.data.Dataset:
+def _one_epoch(s: Settings, split: str, epoch: int, worker: Any, keep_index: bool,
+               step: int = 0) -> tf.data.Dataset:
     src, files, wk = _source(s, split, worker)
     records = _cache(_records(s, split, src, files, wk), s, split, files, wk, "records")
-    return _assemble(s, split, epoch, wk, src, files, records, keep_index, False)[-1][1]
+    return _assemble(s, split, epoch, wk, src, files, records, keep_index, False,
+                     step)[-1][1]
 
 
 def _finish(ds: tf.data.Dataset, s: Settings, as_supervised: bool) -> tf.data.Dataset:

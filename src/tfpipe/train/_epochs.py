@@ -1,0 +1,63 @@
+"""Each epoch's dataset in turn, from ONE built pipeline (flat memory).
+
+A train dataset from `build_pipeline` already runs epoch e + n on its n-th
+iteration. `epochs` builds it once and, before every epoch, pins the epoch
+explicitly (`tfpipe.pipeline.set_epoch`), so a loop that peeks at the data or
+iterates a yielded dataset twice still gets the right epoch next time.
+Rebuilding a pipeline per epoch instead grows the process by a new graph every
+time (RSS, docs/performance.md "Epochs helper").
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import tensorflow as tf
+
+from tfpipe.errors import ConfigError
+from tfpipe.pipeline import build_pipeline, set_epoch
+from tfpipe.train._distribute import distribute
+from tfpipe.train._position import PipelinePosition
+
+
+def epochs(config: Any, num_epochs: int, *, position: PipelinePosition | None = None,
+           start: int = 0, split: str = "train", worker: Any = None,
+           as_supervised: bool = False, strategy: tf.distribute.Strategy | None = None,
+           ) -> Iterator[tuple[int, Any]]:
+    """Yield `(epoch, dataset)` for epochs `start .. num_epochs - 1`.
+
+    position: resume from it (its epoch and step; the first dataset is then the
+    rest of that epoch, positioned before parse and decode) and keep it current:
+    before yielding epoch e > the first, the position is set to (e, 0). The loop
+    advances `position.step` itself (`position.advance()` per trained batch).
+    strategy: yield `strategy.distribute_datasets_from_function` datasets, one
+    input pipeline per replica (`tfpipe.train.distribute`); `as_supervised` is
+    then on. Iterate each dataset once per epoch.
+    """
+    if position is not None:
+        start, step = position.value()
+        if position.split != split:
+            raise ConfigError(f"epochs: the position counts split {position.split!r}, "
+                              f"not {split!r}")
+    else:
+        step = 0
+    if strategy is not None:
+        dist, datasets = distribute(strategy, config, split, epoch=start, step=step,
+                                    keep=True)
+        for e in range(start, num_epochs):
+            if e > start and position is not None:
+                position.set(e, 0)
+            if split == "train":
+                for ds in datasets:  # one per input pipeline: all in the same epoch
+                    set_epoch(ds, e)
+            yield e, dist
+        return
+    ds = build_pipeline(config, split, epoch=start, step=step, worker=worker,
+                        as_supervised=as_supervised)
+    for e in range(start, num_epochs):
+        if e > start and position is not None:
+            position.set(e, 0)
+        if split == "train":  # eval splits have no epochs: the same data every time
+            set_epoch(ds, e)  # positioned again only at epoch `start` (the first yield)
+        yield e, ds

@@ -1,0 +1,200 @@
+"""The pipeline's position `(config hash, seed, epoch, step)` as checkpointable state.
+
+`PipelinePosition` holds the position as `tf.Variable`s, so it is saved and
+restored by `tf.train.Checkpoint` together with the model and the optimizer.
+Next to (epoch, step) it stores what the position means something for: the
+hash of every setting that shapes the batches (plus those settings, to say
+which changed), the seed, the worker count and a hash of the dataset's
+manifest. `verify()` (called by `restore`) refuses a checkpoint written for
+another config, seed, worker count or data, naming what changed.
+"""
+
+from __future__ import annotations
+
+import glob
+import hashlib
+import json
+import os
+from typing import Any
+
+import tensorflow as tf
+
+from tfpipe.errors import TfpipeError
+from tfpipe.pipeline import build_pipeline, hashed_settings, settings
+
+MANIFEST_NAME = "manifest.json"
+# The data's identity comes from the manifest hash: moving the dataset directory
+# (another data.path) keeps a resume valid.
+NOT_COMPARED = ("data_path",)
+
+
+class ResumeError(TfpipeError):
+    """A checkpoint cannot be resumed with this config / seed / data."""
+
+
+def _identity_settings(s: Any) -> dict[str, Any]:
+    return {k: v for k, v in hashed_settings(s).items() if k not in NOT_COMPARED}
+
+
+def config_hash(config: Any) -> str:
+    """sha256 (16 hex) of the settings that shape the batches (threads, buffers,
+    cache and the data's location excluded: they never change a batch's bits)."""
+    blob = json.dumps(_identity_settings(settings(config)), sort_keys=True)
+    return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+def _manifest_path(data_path: str) -> str | None:
+    for d in (data_path, os.path.dirname(data_path)):
+        if d and os.path.isfile(os.path.join(d, MANIFEST_NAME)):
+            return os.path.join(d, MANIFEST_NAME)
+    return None
+
+
+def dataset_hash(config: Any, split: str = "train") -> str:
+    """sha256 (16 hex) of the dataset's manifest.json; without a manifest (a shard
+    glob), of the shard names and sizes, so added/removed/changed shards show."""
+    s = settings(config)
+    path = s.data_path or ""
+    manifest = _manifest_path(path)
+    h = hashlib.sha256()
+    if manifest is not None:
+        with open(manifest, "rb") as f:
+            h.update(f.read())
+        return "manifest:" + h.hexdigest()[:16]
+    pattern = path if not os.path.isdir(path) else os.path.join(path, f"{split}-*")
+    for f in sorted(glob.glob(pattern)):
+        h.update(f"{os.path.basename(f)}\0{os.path.getsize(f)}\n".encode())
+    return "files:" + h.hexdigest()[:16]
+
+
+class PipelinePosition(tf.Module):
+    """Where a training run is in its input: epoch, step (batches of that epoch
+    already trained on), and the identity of the pipeline it counts in.
+
+    Put it into the `tf.train.Checkpoint` beside the model and the optimizer;
+    after restoring, `verify()` (or `tfpipe.train.restore`) checks it belongs to
+    `config`. `dataset()` is the pipeline from this position on. Create it
+    outside a `tf.distribute` strategy's scope (its variables are host state).
+
+    workers: how many input pipelines share the data (a position counts per
+    pipeline batches; another count gives other global indices).
+    """
+
+    def __init__(self, config: Any, split: str = "train", workers: int = 1,
+                 epoch: int = 0, step: int = 0) -> None:
+        super().__init__(name="tfpipe_position")
+        # the flattened settings, not `config`: tf.Module would wrap a dict config's
+        # lists into trackable ListWrappers
+        s = settings(config)
+        self._config = s
+        self._split = split
+        ident = _identity_settings(s)
+        self._expected = {"config_hash": config_hash(s), "seed": int(s.seed),
+                          "workers": int(workers), "dataset": dataset_hash(s, split),
+                          "settings": json.dumps(ident, sort_keys=True)}
+        with tf.init_scope():
+            self.epoch = tf.Variable(epoch, dtype=tf.int64, trainable=False, name="epoch")
+            self.step = tf.Variable(step, dtype=tf.int64, trainable=False, name="step")
+            self.seed = tf.Variable(int(s.seed), dtype=tf.int64, trainable=False, name="seed")
+            self.workers = tf.Variable(int(workers), dtype=tf.int64, trainable=False,
+                                       name="workers")
+            self.config_hash = tf.Variable(self._expected["config_hash"], dtype=tf.string,
+                                           trainable=False, name="config_hash")
+            self.dataset_hash = tf.Variable(self._expected["dataset"], dtype=tf.string,
+                                            trainable=False, name="dataset_hash")
+            self.settings = tf.Variable(self._expected["settings"], dtype=tf.string,
+                                        trainable=False, name="settings")
+
+    # ------------------------------------------------------------------ reading
+    @property
+    def config(self) -> Any:
+        """The pipeline settings (`tfpipe.pipeline.settings(config)`) it counts in."""
+        return self._config
+
+    @property
+    def split(self) -> str:
+        return self._split
+
+    def value(self) -> tuple[int, int]:
+        """(epoch, step) as Python ints."""
+        return int(self.epoch.numpy()), int(self.step.numpy())
+
+    def __repr__(self) -> str:
+        e, k = self.value()
+        return f"PipelinePosition(epoch={e}, step={k}, config_hash={self._expected['config_hash']})"
+
+    # ------------------------------------------------------------------ moving
+    def set(self, epoch: int, step: int = 0) -> None:
+        self.epoch.assign(int(epoch))
+        self.step.assign(int(step))
+
+    def advance(self, steps: int = 1) -> None:
+        """`steps` more batches of the current epoch were trained on."""
+        self.step.assign_add(int(steps))
+
+    def next_epoch(self) -> None:
+        """The current epoch is done: (epoch + 1, 0)."""
+        self.set(int(self.epoch.numpy()) + 1, 0)
+
+    # ------------------------------------------------------------------ checking
+    def verify(self, where: str = "the checkpoint") -> None:
+        """Raise ResumeError when the stored identity is not this config's."""
+        saved = {"config_hash": self.config_hash.numpy().decode(),
+                 "seed": int(self.seed.numpy()), "workers": int(self.workers.numpy()),
+                 "dataset": self.dataset_hash.numpy().decode(),
+                 "settings": self.settings.numpy().decode()}
+        exp = self._expected
+        problems = []
+        if saved["seed"] != exp["seed"]:
+            problems.append(f"seed: {where} has {saved['seed']}, the config {exp['seed']}")
+        if saved["config_hash"] != exp["config_hash"]:
+            old, new = json.loads(saved["settings"]), json.loads(exp["settings"])
+            keys = [k for k in sorted(set(old) | set(new)) if k != "seed" and
+                    old.get(k) != new.get(k)]
+            what = "; ".join(f"{k}: {where} has {json.dumps(old.get(k))}, the config "
+                             f"{json.dumps(new.get(k))}" for k in keys)
+            problems.append(f"config hash {saved['config_hash']} -> {exp['config_hash']}"
+                            + (f" ({what})" if what else ""))
+        if saved["workers"] != exp["workers"]:
+            problems.append(f"input pipelines: {where} counted {saved['workers']}, now "
+                            f"{exp['workers']}")
+        if saved["dataset"] != exp["dataset"]:
+            problems.append(f"dataset {settings(self._config).data_path!r} changed since "
+                            f"{where} (hash {saved['dataset']} -> {exp['dataset']})")
+        if problems:
+            e, k = self.value()
+            raise ResumeError(f"cannot resume at epoch {e}, step {k} from {where}: "
+                              + "; ".join(problems) + ". Resume with the config and data "
+                              "it was written for, or start a new run in another directory")
+
+    # ------------------------------------------------------------------ data
+    def dataset(self, worker: Any = None, as_supervised: bool = False,
+                **kwargs: Any) -> tf.data.Dataset:
+        """`build_pipeline(config, split, epoch, step=step)`: from this position on
+        (first iteration: the rest of the epoch; then the next epochs, whole)."""
+        e, k = self.value()
+        return build_pipeline(self._config, self._split, epoch=e, step=k, worker=worker,
+                              as_supervised=as_supervised, **kwargs)
+
+
+def restore(manager: tf.train.CheckpointManager | tf.train.Checkpoint,
+            position: PipelinePosition, path: str | None = None) -> bool:
+    """Restore the latest checkpoint of `manager` (or `path`), then `verify` the
+    position; True when something was restored, False for a fresh start.
+
+    Raises ResumeError when the checkpoint was written for another config,
+    seed, worker count or dataset, or when it holds no tfpipe position.
+    """
+    if isinstance(manager, tf.train.CheckpointManager):
+        ckpt, path = manager.checkpoint, path or manager.latest_checkpoint
+    else:
+        ckpt = manager
+    if not path:
+        return False
+    names = {n for n, _ in tf.train.list_variables(path)}
+    if not any("settings/.ATTRIBUTES" in n for n in names):
+        raise ResumeError(f"{path}: holds no tfpipe.train.PipelinePosition; put the position "
+                          "into the checkpoint (tf.train.Checkpoint(..., position=position))")
+    ckpt.restore(path).expect_partial()
+    position.verify(where=f"checkpoint {path}")
+    return True
