@@ -26,6 +26,7 @@ VERBS: dict[str, tuple[str, str]] = {
     "bench": ("tfpipe.cli.bench", "Measure pipeline throughput, stages, sweeps, input-boundness."),
     "check": ("tfpipe.cli.check", "Pre-flight checklist before a long training run."),
     "doctor": ("tfpipe.cli.doctor", "Find anti-patterns in any tf.data pipeline."),
+    "service": ("tfpipe.cli.service", "Start a tf.data service dispatcher or worker."),
 }
 
 

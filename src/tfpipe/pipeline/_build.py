@@ -204,8 +204,10 @@ def _records(s: Settings, split: str, src: Source, files: list[str],
 
 def _assemble(s: Settings, split: str, epoch: int | tf.Tensor, worker: tuple[int, int],
               src: Source, files: list[str], records: tf.data.Dataset, keep_index: bool,
-              all_stages: bool) -> list[tuple[str, tf.data.Dataset]]:
-    """The stages of one epoch from the record stream; `epoch` may be a tensor."""
+              all_stages: bool, index: Any = None) -> list[tuple[str, tf.data.Dataset]]:
+    """The stages of one epoch from the record stream; `epoch` may be a tensor.
+    `index(shard, record)`: the sample index instead of the stream position
+    (tf.data service, dynamic sharding: pipeline/_service.py)."""
     wi, wc = worker
     train = split in TRAIN_SPLITS
     npc = map_parallelism(s)
@@ -215,7 +217,7 @@ def _assemble(s: Settings, split: str, epoch: int | tf.Tensor, worker: tuple[int
     if train and s.shuffle_buffer > 1:
         ds = _shuffle(ds, s.shuffle_buffer, es)
     # (local index, (shard, record, serialized)): the index keys the sample's seeds
-    ds = ds.enumerate()
+    ds = ds.enumerate() if index is None else ds.map(lambda *e: (index(e[0], e[1]), e))
 
     num_classes = s.num_classes or src.num_classes
     if s.task == "detection":
@@ -271,7 +273,9 @@ def _live(s: Settings, split: str, epoch: int, worker: Any, keep_index: bool
 
 
 def build_pipeline(config: Any, split: str = "train", epoch: int = 0, worker: Any = None,
-                   as_supervised: bool = False, *, keep_index: bool = False) -> tf.data.Dataset:
+                   as_supervised: bool = False, *, keep_index: bool = False,
+                   service: str | None = None, processing_mode: str = "off",
+                   job_name: str | None = None) -> tf.data.Dataset:
     """The `tf.data.Dataset` of batches for `split` (see docs/pipeline.md).
 
     A train dataset advances one epoch per iteration: its n-th iteration (each
@@ -283,8 +287,20 @@ def build_pipeline(config: Any, split: str = "train", epoch: int = 0, worker: An
     disjoint part of the data, together all of it. Restart at (epoch, step) with
     `build_pipeline(config, epoch=epoch).skip(step)` for the rest of that epoch
     (docs/seeds.md). `keep_index` adds each sample's global index as `"index"`.
+
+    service: `"grpc://HOST:PORT"` of a tf.data service dispatcher: each epoch's
+    read/decode/L1-L2 work runs on its workers; `processing_mode` "off" (every
+    worker the whole epoch: one worker gives the local epoch bit for bit) or
+    "dynamic" (the epoch split among workers, each sample once, bit-identical by
+    index, any order); `job_name` shares a job between consumers (docs/scale.md).
     """
     s = settings(config)
+    if service is not None:
+        from tfpipe.pipeline import _service
+
+        _service.check(s, split, service, processing_mode, worker)
+        return _finish(_service.served(s, split, epoch, worker, keep_index, service,
+                                       processing_mode, job_name), s, as_supervised)
     from tfpipe.pipeline import _materialize
 
     ds = _materialize.open_materialized(s, split, epoch, _worker(worker))

@@ -1,0 +1,161 @@
+"""build_pipeline(..., service=...) on TensorFlow's tf.data service (issue 13).
+
+Servers are `tfpipe service` processes on 127.0.0.1 (conftest.Cluster), except
+the single-worker `off` test, which starts the same servers in this process
+through `tfpipe.service`. The oracle is the local pipeline (`build_pipeline`
+without `service`), itself tested against TF's own ops elsewhere.
+"""
+
+from __future__ import annotations
+
+import collections
+import hashlib
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tfpipe.errors import ConfigError
+from tfpipe.pipeline import build_pipeline
+
+from .conftest import Cluster, child_env, config, write_data
+
+HERE = Path(__file__).resolve().parent
+
+
+def by_index(ds) -> dict[int, tuple[bytes, int]]:
+    out: dict[int, tuple[bytes, int]] = {}
+    for batch in ds:
+        for i, idx in enumerate(batch["index"].numpy()):
+            assert int(idx) not in out, f"sample {idx} delivered twice"
+            out[int(idx)] = (batch["image"][i].numpy().tobytes(), int(batch["label"][i]))
+    return out
+
+
+def batch_keys(ds) -> list[bytes]:
+    return [b["image"].numpy().tobytes() + b["label"].numpy().tobytes()
+            + b["index"].numpy().tobytes() for b in ds]
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    c = Cluster(workers=2)
+    try:
+        yield c
+    finally:
+        c.close()
+    # SIGTERM stops every server cleanly (exit status 0)
+    assert [p.returncode for p in c.procs] == [0, 0, 0]
+
+
+def test_off_single_worker_is_the_local_pipeline_in_order(data):
+    """One worker, `off`: the local epochs bit for bit, in order; the second
+    iteration is epoch 1 (the epoch counter stays local, each epoch its own job)."""
+    from tfpipe import service
+
+    d = service.start_dispatcher()
+    w = service.start_worker(d.address)
+    try:
+        assert w.native  # the worker process has tfpipe's kernels
+        cfg = config(data, drop_remainder=True)
+        local = build_pipeline(cfg, keep_index=True)
+        expected = [batch_keys(local), batch_keys(local)]
+        assert expected[0] != expected[1]
+        remote = build_pipeline(cfg, keep_index=True, service=d.target, processing_mode="off")
+        assert [batch_keys(remote), batch_keys(remote)] == expected
+    finally:
+        w.stop()
+        d.stop()
+
+
+@pytest.mark.slow
+def test_dynamic_every_sample_once_bit_identical(cluster, data):
+    """Two worker processes, `dynamic`: each sample of the epoch exactly once, each
+    bit-identical to the local pipeline's sample of the same index; and the next
+    iteration is the next epoch, under a job name shared per epoch."""
+    cfg = config(data)
+    local = build_pipeline(cfg, keep_index=True)
+    want = [by_index(local), by_index(local)]
+    remote = build_pipeline(cfg, keep_index=True, service=cluster.target,
+                            processing_mode="dynamic", job_name="trainer")
+    got = [by_index(remote), by_index(remote)]
+    assert sorted(got[0]) == list(range(48))
+    assert got == want
+
+
+@pytest.mark.slow
+def test_off_two_workers_each_produce_the_whole_epoch(cluster, data):
+    """TF's OFF policy: every worker runs the whole epoch, so a consumer receives
+    every local batch exactly twice (bit for bit), interleaved."""
+    cfg = config(data)
+    want = collections.Counter(batch_keys(build_pipeline(cfg, keep_index=True)))
+    got = collections.Counter(batch_keys(build_pipeline(
+        cfg, keep_index=True, service=cluster.target, processing_mode="off")))
+    assert got == collections.Counter({k: 2 * n for k, n in want.items()})
+
+
+@pytest.mark.slow
+def test_killed_worker_the_client_finishes_at_most_once(tmp_path):
+    """SIGKILL one of two workers mid-epoch: the dispatcher declares it lost after
+    worker_timeout_ms (2 s here; its check runs every second, tfpipe.service), the
+    client goes on with the other and FINISHES within a bound; what the lost
+    worker held in flight is lost (at most once), everything else arrives once and
+    bit-identical to the local pipeline."""
+    path = write_data(tmp_path / "d", num=160, shards=8)
+    cfg = config(path)
+    local = {i: hashlib.sha256(img).hexdigest()[:16]
+             for i, (img, _) in by_index(build_pipeline(cfg, keep_index=True)).items()}
+    c = Cluster(workers=2, worker_timeout_ms=2000)
+    client = None
+    try:
+        # a slow trainer (0.3 s per batch of 4) so the kill lands mid-epoch
+        client = subprocess.Popen(
+            [sys.executable, str(HERE / "client_child.py"), json.dumps(cfg), c.target,
+             "dynamic", "0.3"], env=child_env(), stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE, text=True)
+        lines = [client.stdout.readline() for _ in range(3)]
+        assert all(line.startswith("{") for line in lines), client.stderr.read()[-2000:]
+        c.workers[0].kill()
+        killed = time.monotonic()
+        out, err = client.communicate(timeout=90)
+        elapsed = time.monotonic() - killed
+    finally:
+        if client is not None and client.poll() is None:
+            client.kill()
+            client.communicate()
+        c.close()
+    assert client.returncode == 0, err[-2000:]
+    assert out.splitlines()[-1] == "DONE"
+    rows = [json.loads(x) for x in lines + out.splitlines() if x.startswith("{")]
+    got = [(i, d) for r in rows for i, d in zip(r["index"], r["digest"])]
+    indices = [i for i, _ in got]
+    assert len(indices) == len(set(indices)), "a sample arrived twice"
+    assert all(local[i] == d for i, d in got)
+    # the bound: what remains of the epoch at 0.3 s a batch, plus the detection time
+    assert elapsed < 80
+    print(f"killed worker: client finished in {elapsed:.1f} s with "
+          f"{len(indices)}/160 samples")
+
+
+def test_service_argument_errors(data):
+    cfg = config(data)
+    with pytest.raises(ConfigError, match="processing_mode: must be one of off, dynamic"):
+        build_pipeline(cfg, service="grpc://127.0.0.1:1", processing_mode="parallel")
+    with pytest.raises(ConfigError, match="pipeline.cache"):
+        build_pipeline(config(data, cache="memory"), service="grpc://127.0.0.1:1")
+    with pytest.raises(ConfigError, match="worker=: not with processing_mode='dynamic'"):
+        build_pipeline(cfg, worker=(0, 2), service="grpc://127.0.0.1:1",
+                       processing_mode="dynamic")
+
+
+def test_worker_rejects_a_bad_dispatcher_address():
+    out = subprocess.run(
+        [sys.executable, "-c", "from tfpipe.cli.main import main; main()", "service",
+         "worker", "--dispatcher", "nohost", "--port", "0"],
+        env=child_env(), capture_output=True, text=True, timeout=120)
+    assert out.returncode == 2
+    assert "--dispatcher: expected HOST:PORT, got 'nohost'" in out.stderr
