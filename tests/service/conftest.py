@@ -68,6 +68,14 @@ class Cluster:
             wait_port(p, w)
         time.sleep(1.5)  # a heartbeat (1 s) registers each worker with the dispatcher
 
+    def restart_worker(self, k: int) -> None:
+        """Start worker k again on its port (what a supervisor does after a crash)."""
+        args = self.workers[k].args
+        port = args[args.index("--port") + 1]
+        self.workers[k] = self._spawn("worker", "--dispatcher", f"127.0.0.1:{self.port}",
+                                      "--port", port)
+        wait_port(int(port), self.workers[k])
+
     def _spawn(self, *args: str) -> subprocess.Popen:
         proc = subprocess.Popen(cli("service", *args), env=child_env(),
                                 stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)

@@ -99,12 +99,14 @@ def test_off_two_workers_each_produce_the_whole_epoch(cluster, data):
 
 
 @pytest.mark.slow
-def test_killed_worker_the_client_finishes_at_most_once(tmp_path):
-    """SIGKILL one of two workers mid-epoch: the dispatcher declares it lost after
-    worker_timeout_ms (2 s here; its check runs every second, tfpipe.service), the
-    client goes on with the other and FINISHES within a bound; what the lost
-    worker held in flight is lost (at most once), everything else arrives once and
-    bit-identical to the local pipeline."""
+def test_killed_worker_restarted_the_client_finishes_at_most_once(tmp_path):
+    """SIGKILL one of two workers mid-epoch (dynamic). TF's client does not give up
+    on a dead worker: it retries it (WARNING "Failed to get element from worker
+    ... will retry"), so without a restart it can wait indefinitely (measured;
+    docs/scale.md). Restarted on the same address, as a supervisor would, the
+    worker rejoins, the client FINISHES within a bound, and what the dead worker
+    held is lost: every sample at most once, each bit-identical to the local
+    pipeline's sample of its index."""
     path = write_data(tmp_path / "d", num=160, shards=8)
     cfg = config(path)
     local = {i: hashlib.sha256(img).hexdigest()[:16]
@@ -120,8 +122,11 @@ def test_killed_worker_the_client_finishes_at_most_once(tmp_path):
         lines = [client.stdout.readline() for _ in range(3)]
         assert all(line.startswith("{") for line in lines), client.stderr.read()[-2000:]
         c.workers[0].kill()
+        c.workers[0].wait(timeout=30)
         killed = time.monotonic()
-        out, err = client.communicate(timeout=90)
+        time.sleep(3)  # down for longer than worker_timeout_ms
+        c.restart_worker(0)
+        out, err = client.communicate(timeout=120)
         elapsed = time.monotonic() - killed
     finally:
         if client is not None and client.poll() is None:
@@ -135,10 +140,9 @@ def test_killed_worker_the_client_finishes_at_most_once(tmp_path):
     indices = [i for i, _ in got]
     assert len(indices) == len(set(indices)), "a sample arrived twice"
     assert all(local[i] == d for i, d in got)
-    # the bound: what remains of the epoch at 0.3 s a batch, plus the detection time
-    assert elapsed < 80
-    print(f"killed worker: client finished in {elapsed:.1f} s with "
-          f"{len(indices)}/160 samples")
+    assert len(indices) > 3 * 4  # it went on after the kill
+    print(f"killed + restarted worker: client finished {elapsed:.1f} s after the kill "
+          f"with {len(indices)}/160 samples")
 
 
 def test_service_argument_errors(data):

@@ -48,6 +48,11 @@ STAGES = ("read", "parse", "decode", "geometry", "batch", "pixel", "compose")
 def _worker(worker: Any) -> tuple[int, int]:
     if worker is None:
         return 0, 1
+    if worker == "TF_CONFIG":  # this process's place among the cluster's input workers
+        from tfpipe.pipeline._cluster import tf_config_worker
+
+        me = tf_config_worker()
+        return (0, 1) if me is None else (me.index, me.count)
     if hasattr(worker, "input_pipeline_id"):
         return int(worker.input_pipeline_id), int(worker.num_input_pipelines)
     try:
@@ -187,7 +192,7 @@ def _source(s: Settings, split: str, worker: Any) -> tuple[Source, list[str], tu
         raise ConfigError(f"pipeline.batch_size: must be >= 1, got {s.batch_size}")
     wi, wc = _worker(worker)
     src = open_records(s.data_path, split, s.task)
-    files, _ = worker_files(src.files, wi, wc)
+    files, _ = worker_files(src.files, wi, wc, batch_size=s.batch_size)
     return src, files, (wi, wc)
 
 
@@ -195,7 +200,7 @@ def _records(s: Settings, split: str, src: Source, files: list[str],
              worker: tuple[int, int]) -> tf.data.Dataset:
     """The record stream of this worker: (shard, record, serialized) [-> records cache]."""
     wi, wc = worker
-    _, elem_shard = worker_files(src.files, wi, wc)
+    _, elem_shard = worker_files(src.files, wi, wc, batch_size=s.batch_size)
     ds = read_records(files, src.compression, s.interleave_cycle, skip_framing=s.on_error == "skip")
     if elem_shard:
         ds = ds.shard(wc, wi)
@@ -283,8 +288,9 @@ def build_pipeline(config: Any, split: str = "train", epoch: int = 0, worker: An
     the same bits as a fresh `build_pipeline(config, epoch=epoch + n)`. Eval
     splits have no randomness and give the same batches every iteration.
 
-    worker: `(index, count)` or a `tf.distribute.InputContext`; each worker gets a
-    disjoint part of the data, together all of it. Restart at (epoch, step) with
+    worker: `(index, count)`, a `tf.distribute.InputContext` or "TF_CONFIG" (this
+    process's place among the cluster's chief + workers); each worker gets a
+    disjoint part of the data, together all of it, shares within one batch. Restart at (epoch, step) with
     `build_pipeline(config, epoch=epoch).skip(step)` for the rest of that epoch
     (docs/seeds.md). `keep_index` adds each sample's global index as `"index"`.
 
@@ -307,13 +313,27 @@ def build_pipeline(config: Any, split: str = "train", epoch: int = 0, worker: An
     live = ds is None
     if live:
         ds = _live(s, split, epoch, worker, keep_index)
-    out = _finish(ds, s, as_supervised)
+    out = _finish(ds, s, as_supervised).with_options(_shard_options(worker))
     if live and split in TRAIN_SPLITS:
         # what one iteration runs, without the epoch counter's flat_map: for tools
         # that read the graph (doctor), which would otherwise see only the wrapper
         out._tfpipe_one_epoch = lambda: _finish(  # noqa: SLF001 - read by one_epoch_view
             _one_epoch(s, split, epoch, worker, keep_index), s, as_supervised)
     return out
+
+
+def _shard_options(worker: Any) -> tf.data.Options:
+    """tf.distribute's auto-shard policy for this dataset. Built per worker, it is
+    already disjoint: OFF (a second, DATA-level sharding would drop data). Built
+    whole, DATA, said explicitly: FILE sharding of our shard list would give every
+    worker the same sample indices (so the same seeds), and AUTO falls back to DATA
+    with only a log line; DATA keeps each sample's single-pipeline index, at the
+    cost of every worker reading and decoding everything (docs/scale.md)."""
+    opts = tf.data.Options()
+    policy = tf.data.experimental.AutoShardPolicy
+    opts.experimental_distribute.auto_shard_policy = (
+        policy.DATA if worker is None else policy.OFF)
+    return opts
 
 
 def one_epoch_view(dataset: tf.data.Dataset) -> tf.data.Dataset | None:

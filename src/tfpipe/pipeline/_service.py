@@ -112,28 +112,15 @@ def record_positions(s: Settings, files: list[str], counts: list[int], epoch_see
     return tf.scatter_nd(tf.reshape(keys, [-1, 1]), tf.range(n, dtype=tf.int64), [n])
 
 
-def counts_of(files: list[str]) -> list[int]:
-    """Records per file: the manifest's counts, else counted (one framing pass)."""
-    from tfpipe.records import shard_record_counts
-
-    known = shard_record_counts(files)
-    missing = [f for f in files if f not in known]
-    if missing:
-        log.info("tfpipe: no manifest counts for %d shard(s); counting records", len(missing))
-        for f in missing:
-            known[f] = int(tf.data.TFRecordDataset(f).reduce(
-                tf.constant(0, tf.int64), lambda n, _: n + 1))
-    return [int(known[f]) for f in files]
-
-
 def served(s: Settings, split: str, epoch: int, worker: Any, keep_index: bool, service: str,
            mode: str, job_name: str | None) -> tf.data.Dataset:
     """The train/eval dataset whose per-epoch heavy part runs on the service."""
     from tfpipe.pipeline import _build
+    from tfpipe.pipeline._source import record_counts
 
     train = split in _build.TRAIN_SPLITS
     src, files, wk = _build._source(s, split, worker)
-    counts = counts_of(src.files) if mode == "dynamic" else []
+    counts = record_counts(src.files) if mode == "dynamic" else []
 
     # traced by flat_map: plain graph code, autograph would only re-trace Python
     @tf.autograph.experimental.do_not_convert
