@@ -16,7 +16,6 @@ import sys
 import time
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 from tfpipe.errors import ConfigError

@@ -27,7 +27,6 @@ Modes (docs/scale.md says the same):
 from __future__ import annotations
 
 import dataclasses
-import logging
 from typing import Any
 
 import tensorflow as tf
@@ -35,8 +34,6 @@ import tensorflow as tf
 from tfpipe import seeds
 from tfpipe.errors import ConfigError
 from tfpipe.pipeline._settings import Settings
-
-log = logging.getLogger("tfpipe.pipeline")
 
 MODES = ("off", "dynamic")
 
