@@ -1,14 +1,14 @@
 """tf.data service vs the local pipeline, on this host, in one run.
 
-Variants, each timed over whole epochs after a warm-up epoch (tracing, the
-per-epoch registration): the local pipeline; `off` with one worker (the local
-epoch, bit for bit, computed by the worker); `dynamic` with one worker; then a
-second worker is started and `dynamic` runs with two. Workers and the
+Variants, each timed over whole epochs (each one registers its epoch's graph)
+after a warm-up epoch, in alternating rounds: the local pipeline; `off` with one
+worker (the local epoch, bit for bit, computed by the worker); `dynamic` with
+one worker; `dynamic` with two (a second dispatcher with two workers). Workers and the
 dispatcher are `tfpipe service` processes on 127.0.0.1, so on a 2-core host
 they share the SAME two cores with the client: this measures the service's
 overhead (serialization, gRPC, the extra process), not a scale-out.
 
-    .venv/bin/python benchmarks/service_bench.py --images 480 --epochs 2
+    .venv/bin/python benchmarks/service_bench.py --images 320 --rounds 2
 
 Data: JPEG crops of the bundled photos (`tfpipe.bench._data.write_sample_dataset`,
 4 shards with a manifest); output 128x128 float32, batch 32, random-resized
@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import os
 import signal
+import statistics
 import socket
 import subprocess
 import sys
@@ -55,9 +56,7 @@ def spawn(*args: str) -> tuple[subprocess.Popen, int]:
 
 
 def timed(ds, epochs: int) -> tuple[float, int]:
-    """images/s over `epochs` iterations after one warm-up iteration."""
-    for _ in ds:
-        pass
+    """images/s over the next `epochs` iterations (epochs) of `ds`."""
     n, t = 0, time.perf_counter()
     for _ in range(epochs):
         for b in ds:
@@ -67,8 +66,9 @@ def timed(ds, epochs: int) -> tuple[float, int]:
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--images", type=int, default=480)
-    ap.add_argument("--epochs", type=int, default=2)
+    ap.add_argument("--images", type=int, default=320)
+    ap.add_argument("--epochs", type=int, default=1, help="timed epochs per variant and round")
+    ap.add_argument("--rounds", type=int, default=2)
     args = ap.parse_args()
     sys.path.insert(0, SRC)
     from tfpipe.bench._data import write_sample_dataset
@@ -83,25 +83,31 @@ def main() -> None:
                        "pixel": {"brightness": {"max_delta": 0.3},
                                  "contrast": {"lower": 0.7, "upper": 1.3}}}}
     procs = []
-    rows = []
+    rates: dict[str, list[float]] = {}
     try:
-        disp, dport = spawn("dispatcher")
-        procs.append(disp)
-        target = f"grpc://127.0.0.1:{dport}"
-        w1, _ = spawn("worker", "--dispatcher", f"127.0.0.1:{dport}")
-        procs.append(w1)
+        # two clusters: one worker behind A, two behind B (idle servers cost nothing)
+        a, aport = spawn("dispatcher")
+        b, bport = spawn("dispatcher")
+        procs += [a, b]
+        for port, n in ((aport, 1), (bport, 2)):
+            for _ in range(n):
+                procs.append(spawn("worker", "--dispatcher", f"127.0.0.1:{port}")[0])
         time.sleep(2)
-        rows.append(("local pipeline", *timed(build_pipeline(cfg), args.epochs)))
-        rows.append(("service off, 1 worker", *timed(
-            build_pipeline(cfg, service=target, processing_mode="off"), args.epochs)))
-        rows.append(("service dynamic, 1 worker", *timed(
-            build_pipeline(cfg, service=target, processing_mode="dynamic"), args.epochs)))
-        w2, _ = spawn("worker", "--dispatcher", f"127.0.0.1:{dport}")
-        procs.append(w2)
-        time.sleep(2)
-        rows.append(("service dynamic, 2 workers", *timed(
-            build_pipeline(cfg, service=target, processing_mode="dynamic"), args.epochs)))
-        rows.append(("local pipeline (again)", *timed(build_pipeline(cfg), args.epochs)))
+        one, two = f"grpc://127.0.0.1:{aport}", f"grpc://127.0.0.1:{bport}"
+        variants = {
+            "local pipeline": build_pipeline(cfg),
+            "service off, 1 worker": build_pipeline(cfg, service=one, processing_mode="off"),
+            "service dynamic, 1 worker": build_pipeline(cfg, service=one,
+                                                        processing_mode="dynamic"),
+            "service dynamic, 2 workers": build_pipeline(cfg, service=two,
+                                                         processing_mode="dynamic"),
+        }
+        for ds in variants.values():  # warm-up: tracing, first registration
+            for _ in ds:
+                pass
+        for _ in range(args.rounds):  # alternating rounds: drift hits every variant
+            for name, ds in variants.items():
+                rates.setdefault(name, []).append(timed(ds, args.epochs)[0])
     finally:
         for p in procs:
             if p.poll() is None:
@@ -111,11 +117,13 @@ def main() -> None:
                 p.wait(timeout=15)
             except subprocess.TimeoutExpired:
                 p.kill()
-    ref = rows[0][1]
-    print(f"{os.cpu_count()} CPUs; {args.images} images/epoch, {args.epochs} timed epochs each")
-    print(f"| variant | images/s | x local |\n|---|---|---|")
-    for name, rate, _ in rows:
-        print(f"| {name} | {rate:.0f} | {rate / ref:.2f} |")
+    ref = rates["local pipeline"]
+    print(f"{os.cpu_count()} CPUs; {args.images} images/epoch, {args.rounds} rounds x "
+          f"{args.epochs} epoch(s); ratio = per round vs the local pipeline of that round")
+    print("| variant | images/s (rounds) | x local (median) |\n|---|---|---|")
+    for name, r in rates.items():
+        ratio = statistics.median(x / y for x, y in zip(r, ref))
+        print(f"| {name} | {' / '.join(f'{x:.0f}' for x in r)} | {ratio:.2f} |")
 
 
 if __name__ == "__main__":
