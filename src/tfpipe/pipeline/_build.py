@@ -313,7 +313,8 @@ def build_pipeline(config: Any, split: str = "train", epoch: int = 0, worker: An
     live = ds is None
     if live:
         ds = _live(s, split, epoch, worker, keep_index)
-    out = _finish(ds, s, as_supervised).with_options(_shard_options(worker))
+    # (before _finish: options flow downstream, and prefetch stays the last stage)
+    out = _finish(ds.with_options(_shard_options(worker)), s, as_supervised)
     if live and split in TRAIN_SPLITS:
         # what one iteration runs, without the epoch counter's flat_map: for tools
         # that read the graph (doctor), which would otherwise see only the wrapper
