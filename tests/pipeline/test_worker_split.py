@@ -21,6 +21,7 @@ def _images(ds) -> list[bytes]:
     return [img.tobytes() for b in ds for img in b["image"].numpy()]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("workers", [2, 3])
 def test_shares_within_one_batch_disjoint_and_complete(dataset, workers):
     """3 shards (19/19/18 records): eval split (no randomness), so every record's
@@ -36,6 +37,7 @@ def test_shares_within_one_batch_disjoint_and_complete(dataset, workers):
     assert sum((collections.Counter(p) for p in parts), collections.Counter()) == alone
 
 
+@pytest.mark.slow
 def test_train_indices_disjoint_and_complete(dataset):
     cfg = base_config(dataset, **{"pipeline.drop_remainder": False})
     seen = [set(int(i) for b in build_pipeline(cfg, worker=(w, 2), keep_index=True)

@@ -44,16 +44,17 @@ def test_bad_tf_config_names_the_key(text, message):
         tf_config_worker(text)
 
 
-def test_worker_tf_config_builds_this_workers_share(data, monkeypatch):
+def test_worker_tf_config_is_this_processes_place(monkeypatch):
+    from tfpipe.pipeline._build import _worker
+
     monkeypatch.setenv("TF_CONFIG", json.dumps({"cluster": {"worker": ["h:1", "h:2"]},
                                                 "task": {"type": "worker", "index": 1}}))
-    cfg = config(data, drop_remainder=False)
-    def idx(ds):
-        return sorted(int(i) for b in ds for i in b["index"].numpy())
-    assert idx(build_pipeline(cfg, worker="TF_CONFIG", keep_index=True)) == \
-        idx(build_pipeline(cfg, worker=(1, 2), keep_index=True))
+    assert _worker("TF_CONFIG") == (1, 2)
+    monkeypatch.delenv("TF_CONFIG")
+    assert _worker("TF_CONFIG") == (0, 1)
 
 
+@pytest.mark.slow
 def test_auto_shard_policy_is_explicit(data):
     policy = tf.data.experimental.AutoShardPolicy
     cfg = config(data)
@@ -63,6 +64,7 @@ def test_auto_shard_policy_is_explicit(data):
         policy.DATA
 
 
+@pytest.mark.slow
 def test_preflight_multiworker(data, monkeypatch):
     cfg = config(data)
     monkeypatch.delenv("TF_CONFIG", raising=False)

@@ -51,6 +51,7 @@ def cluster():
     assert [p.returncode for p in c.procs] == [0, 0, 0]
 
 
+@pytest.mark.slow
 def test_off_single_worker_is_the_local_pipeline_in_order(data):
     """One worker, `off`: the local epochs bit for bit, in order; the second
     iteration is epoch 1 (the epoch counter stays local, each epoch its own job)."""

@@ -115,12 +115,13 @@ def start_worker(dispatcher: str, port: int = 0, host: str = LOOPBACK,
     library the worker still serves pure-TF graphs; a client whose graph uses the
     native ops then fails with TF's "Op type not registered" error from the worker.
     """
+    target = dispatcher.removeprefix("grpc://")
+    _port(target, "--dispatcher")  # before importing TensorFlow: fail fast
+
     import tensorflow as tf
 
     from tfpipe import native
 
-    target = dispatcher.removeprefix("grpc://")
-    _port(target, "--dispatcher")
     loaded = native.available()
     if not loaded:
         log.warning("tfpipe.service worker: %s", native.status()["detail"])
