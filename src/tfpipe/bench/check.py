@@ -711,9 +711,9 @@ def check_multiworker(ctx: Context) -> CheckResult:
                      f"batch {ctx.settings.batch_size})")
     else:
         notes.append(f"record-level sharding: too few or too uneven shard files for {n} "
-                     f"workers, so EVERY worker reads every file and keeps every {n}-th "
-                     f"record ({n}x the reading, not the decoding); records {shares}. "
-                     f"Write at least {n} shards of equal size (ideally 10+ per worker) to "
+                     f"workers, so EVERY worker reads every file and keeps 1 record in {n} "
+                     f"({n}x the reading, not the decoding); records {shares}. Write a "
+                     f"multiple of {n} shards of equal size (ideally 10+ per worker) to "
                      "read whole files instead")
     problems = []
     policy = tf.data.experimental.AutoShardPolicy
