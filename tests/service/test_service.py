@@ -163,3 +163,27 @@ def test_worker_rejects_a_bad_dispatcher_address():
         env=child_env(), capture_output=True, text=True, timeout=120)
     assert out.returncode == 2
     assert "--dispatcher: expected HOST:PORT, got 'nohost'" in out.stderr
+
+
+def test_fault_tolerant_dispatcher_resumes_from_its_journal(tmp_path):
+    """--work-dir: a dispatcher restarted on the same port and directory still
+    knows the datasets registered before (TF's journal), and serves them."""
+    import tensorflow as tf
+
+    from tfpipe import service
+
+    d = service.start_dispatcher(work_dir=str(tmp_path / "journal"))
+    port = d.port
+    ds = tf.data.Dataset.range(5)
+    dataset_id = tf.data.experimental.service.register_dataset(d.target, ds)
+    d.stop()
+    assert any((tmp_path / "journal").iterdir())
+    d = service.start_dispatcher(port, work_dir=str(tmp_path / "journal"))
+    w = service.start_worker(d.address)
+    try:
+        got = tf.data.experimental.service.from_dataset_id(
+            "parallel_epochs", d.target, dataset_id, ds.element_spec)
+        assert [int(x) for x in got] == [0, 1, 2, 3, 4]
+    finally:
+        w.stop()
+        d.stop()
