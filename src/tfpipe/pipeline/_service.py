@@ -171,4 +171,8 @@ def compose_locally(s: Settings, split: str, e: tf.Tensor, src: Any,
     num_classes = s.num_classes or src.num_classes
     compose = tf.autograph.experimental.do_not_convert(
         lambda b, batch: builder.compose(batch, b, num_classes, keep_index))
-    return batched.map(compose, num_parallel_calls=2, deterministic=True)
+    from tfpipe.pipeline._options import map_parallelism
+
+    # the local pipeline's compose parallelism (_build._assemble)
+    return batched.map(compose, num_parallel_calls=max(1, map_parallelism(s) // 2),
+                       deterministic=s.deterministic)
