@@ -37,16 +37,6 @@ def test_shares_within_one_batch_disjoint_and_complete(dataset, workers):
     assert sum((collections.Counter(p) for p in parts), collections.Counter()) == alone
 
 
-@pytest.mark.slow
-def test_train_indices_disjoint_and_complete(dataset):
-    cfg = base_config(dataset, **{"pipeline.drop_remainder": False})
-    seen = [set(int(i) for b in build_pipeline(cfg, worker=(w, 2), keep_index=True)
-                for i in b["index"].numpy()) for w in range(2)]
-    assert not seen[0] & seen[1]
-    assert len(seen[0]) + len(seen[1]) == NUM
-    assert abs(len(seen[0]) - len(seen[1])) <= cfg["pipeline"]["batch_size"]
-
-
 def test_file_or_record_decision():
     files = [f"f{i}" for i in range(4)]
     # equal files: dealt whole, round robin (the old assignment for this case)

@@ -9,7 +9,6 @@ without `service`), itself tested against TF's own ops elsewhere.
 from __future__ import annotations
 
 import collections
-import hashlib
 import json
 import subprocess
 import sys
@@ -72,30 +71,40 @@ def test_off_single_worker_is_the_local_pipeline_in_order(data):
         d.stop()
 
 
+def _indexed(batches: list[dict]) -> dict[int, tuple[bytes, int]]:
+    out: dict[int, tuple[bytes, int]] = {}
+    for b in batches:
+        for i, idx in enumerate(b["index"]):
+            assert int(idx) not in out, f"sample {idx} delivered twice"
+            out[int(idx)] = (b["image"][i].tobytes(), int(b["label"][i]))
+    return out
+
+
+def _keys(batches: list[dict]) -> list[bytes]:
+    return [b["image"].tobytes() + b["label"].tobytes() + b["index"].tobytes()
+            for b in batches]
+
+
 @pytest.mark.slow
-def test_dynamic_every_sample_once_bit_identical(cluster, data):
-    """Two worker processes, `dynamic`: each sample of the epoch exactly once, each
-    bit-identical to the local pipeline's sample of the same index; and the next
-    iteration is the next epoch, under a job name shared per epoch."""
+def test_two_worker_processes_dynamic_and_off(cluster, data):
+    """Two worker processes. `dynamic`: each sample of the epoch exactly once,
+    each bit-identical to the local pipeline's sample of the same index, and the
+    next iteration is the next epoch, under a job name shared per epoch. `off`
+    (TF's OFF policy): every worker runs the whole epoch, so the consumer receives
+    every local batch exactly twice, bit for bit."""
     cfg = config(data)
     local = build_pipeline(cfg, keep_index=True)
-    want = [by_index(local), by_index(local)]
+    epochs = [[{k: v.numpy() for k, v in b.items()} for b in local] for _ in range(2)]
+    want = [_indexed(e) for e in epochs]
     remote = build_pipeline(cfg, keep_index=True, service=cluster.target,
                             processing_mode="dynamic", job_name="trainer")
     got = [by_index(remote), by_index(remote)]
     assert sorted(got[0]) == list(range(48))
     assert got == want
-
-
-@pytest.mark.slow
-def test_off_two_workers_each_produce_the_whole_epoch(cluster, data):
-    """TF's OFF policy: every worker runs the whole epoch, so a consumer receives
-    every local batch exactly twice (bit for bit), interleaved."""
-    cfg = config(data)
-    want = collections.Counter(batch_keys(build_pipeline(cfg, keep_index=True)))
-    got = collections.Counter(batch_keys(build_pipeline(
+    off = collections.Counter(batch_keys(build_pipeline(
         cfg, keep_index=True, service=cluster.target, processing_mode="off")))
-    assert got == collections.Counter({k: 2 * n for k, n in want.items()})
+    assert off == collections.Counter({k: 2 * n for k, n in
+                                       collections.Counter(_keys(epochs[0])).items()})
 
 
 @pytest.mark.slow
@@ -105,12 +114,9 @@ def test_killed_worker_restarted_the_client_finishes_at_most_once(tmp_path):
     ... will retry"), so without a restart it can wait indefinitely (measured;
     docs/scale.md). Restarted on the same address, as a supervisor would, the
     worker rejoins, the client FINISHES within a bound, and what the dead worker
-    held is lost: every sample at most once, each bit-identical to the local
-    pipeline's sample of its index."""
-    path = write_data(tmp_path / "d", num=160, shards=8)
+    held is lost: every sample at most once (their bits: the test above)."""
+    path = write_data(tmp_path / "d", num=120, shards=6)
     cfg = config(path)
-    local = {i: hashlib.sha256(img).hexdigest()[:16]
-             for i, (img, _) in by_index(build_pipeline(cfg, keep_index=True)).items()}
     c = Cluster(workers=2, worker_timeout_ms=2000)
     client = None
     try:
@@ -136,13 +142,12 @@ def test_killed_worker_restarted_the_client_finishes_at_most_once(tmp_path):
     assert client.returncode == 0, err[-2000:]
     assert out.splitlines()[-1] == "DONE"
     rows = [json.loads(x) for x in lines + out.splitlines() if x.startswith("{")]
-    got = [(i, d) for r in rows for i, d in zip(r["index"], r["digest"])]
-    indices = [i for i, _ in got]
+    indices = [i for r in rows for i in r["index"]]
     assert len(indices) == len(set(indices)), "a sample arrived twice"
-    assert all(local[i] == d for i, d in got)
+    assert set(indices) <= set(range(120))
     assert len(indices) > 3 * 4  # it went on after the kill
     print(f"killed + restarted worker: client finished {elapsed:.1f} s after the kill "
-          f"with {len(indices)}/160 samples")
+          f"with {len(indices)}/120 samples")
 
 
 def test_service_argument_errors(data):
