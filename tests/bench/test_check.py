@@ -48,7 +48,7 @@ def test_every_check_passes_on_the_real_pipeline(tiny_config) -> None:
     by = {r.name: r for r in results}
     assert list(by) == ["reproducible", "epochs differ", "dtypes and shapes", "labels",
                         "memory", "records vs manifest", "bad input (on_error: skip)",
-                        "two workers", "enable_rate"]
+                        "two workers", "enable_rate", "multi-worker"]
     assert all(r.passed for r in results), [(r.name, r.detail) for r in results]
     assert "no stateful random op (doctor)" in by["reproducible"].detail
     assert re.search(r"deterministic=false: \d+ samples matched by global index",

@@ -684,6 +684,56 @@ def check_enable_rate(ctx: Context) -> CheckResult:
     return CheckResult(name, abs(augmented - expected) <= tol, detail)
 
 
+def check_multiworker(ctx: Context) -> CheckResult:
+    """Pre-flight for a multi-worker run (TF_CONFIG set): TF_CONFIG valid and
+    consistent; how the shards split among the input workers (whole files, or
+    every record read by every worker when there are too few or too uneven
+    files); and the auto-shard policy tfpipe sets, so tf.distribute never falls
+    back to DATA sharding silently (OFF per worker, DATA said explicitly whole)."""
+    import tensorflow as tf
+
+    from tfpipe.errors import ConfigError
+    from tfpipe.pipeline import tf_config_worker, worker_shares
+
+    name = "multi-worker"
+    try:
+        me = tf_config_worker()
+    except ConfigError as exc:
+        return CheckResult(name, False, str(exc))
+    if me is None:
+        return CheckResult(name, True, "TF_CONFIG not set: a single-worker run", skipped=True)
+    n = me.count
+    notes = [f"TF_CONFIG: {me.task_type}:{me.task_index} is input worker {me.index} of {n}"]
+    by_file, shares = worker_shares(ctx.config, n)
+    spread = max(shares) - min(shares)
+    if by_file:
+        notes.append(f"whole shard files per worker, records {shares} (spread {spread} <= "
+                     f"batch {ctx.settings.batch_size})")
+    else:
+        notes.append(f"record-level sharding: too few or too uneven shard files for {n} "
+                     f"workers, so EVERY worker reads every file and keeps 1 record in {n} "
+                     f"({n}x the reading, not the decoding); records {shares}. Write a "
+                     f"multiple of {n} shards of equal size (ideally 10+ per worker) to "
+                     "read whole files instead")
+    problems = []
+    policy = tf.data.experimental.AutoShardPolicy
+    per_worker = ctx.build(ctx.config, worker=(me.index, n)).options()
+    whole = ctx.build(ctx.config).options()
+    got_w = per_worker.experimental_distribute.auto_shard_policy
+    got_a = whole.experimental_distribute.auto_shard_policy
+    if got_w != policy.OFF:
+        problems.append(f"per-worker pipeline has auto_shard_policy {got_w.name}, not OFF: "
+                        "tf.distribute would shard it again and drop data")
+    if got_a not in (policy.DATA, policy.OFF):
+        problems.append(f"whole pipeline has auto_shard_policy {got_a.name}: tf.distribute "
+                        "would try FILE sharding and fall back to DATA with only a log line")
+    if not problems:
+        notes.append("auto-shard policy OFF per worker (build with worker=ctx inside "
+                     "strategy.distribute_datasets_from_function), DATA for a whole pipeline "
+                     "(experimental_distribute_dataset: every worker decodes everything)")
+    return CheckResult(name, not problems, "; ".join(problems or notes))
+
+
 CHECKS: dict[str, Callable[[Context], CheckResult]] = {
     "reproducible": check_reproducible,
     "epochs": check_epochs,
@@ -694,6 +744,7 @@ CHECKS: dict[str, Callable[[Context], CheckResult]] = {
     "bad_input": check_bad_input,
     "workers": check_workers,
     "enable_rate": check_enable_rate,
+    "multiworker": check_multiworker,
 }
 
 

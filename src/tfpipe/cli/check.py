@@ -16,7 +16,7 @@ import click
               help="Batches per build for the reproducibility / dtype / label checks.")
 @click.option("--only", "only", multiple=True, metavar="CHECK",
               help="Run only these checks (repeatable): reproducible, epochs, dtypes, labels, "
-                   "memory, records, bad_input, workers, enable_rate.")
+                   "memory, records, bad_input, workers, enable_rate, multiworker.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
 def command(config: str, sets: tuple[str, ...], batches: int, only: tuple[str, ...],
             as_json: bool) -> None:
@@ -26,7 +26,8 @@ def command(config: str, sets: tuple[str, ...], batches: int, only: tuple[str, .
     parallelism, the same samples with deterministic=false), epochs that differ,
     dtypes and shapes, label sums (mixup/cutmix), memory against the RAM budget,
     every manifest record delivered, bad-input tolerance under on_error=skip, two
-    workers disjoint, enable_rate fraction.
+    workers disjoint, enable_rate fraction, and with TF_CONFIG set the
+    multi-worker pre-flight (TF_CONFIG, shard split, auto-shard policy).
     """
     from rich.text import Text
 

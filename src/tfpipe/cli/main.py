@@ -28,6 +28,7 @@ VERBS: dict[str, tuple[str, str]] = {
     "check": ("tfpipe.cli.check", "Pre-flight checklist before a long training run."),
     "doctor": ("tfpipe.cli.doctor", "Find anti-patterns in any tf.data pipeline."),
     "export": ("tfpipe.cli.export", "SavedModel with the eval preprocessing + TF Serving files."),
+    "service": ("tfpipe.cli.service", "Start a tf.data service dispatcher or worker."),
 }
 
 

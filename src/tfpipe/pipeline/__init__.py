@@ -2,6 +2,7 @@
 
 from tfpipe.pipeline._build import (STAGES, batches_per_pass, build_pipeline, build_stages,
                                     one_epoch_view, set_epoch)
+from tfpipe.pipeline._cluster import ClusterWorker, tf_config_worker, worker_shares
 from tfpipe.pipeline._errors import framing_losses, reset_skipped_counts, skipped_counts
 from tfpipe.pipeline._materialize import MARKER as MATERIALIZED_MARKER
 from tfpipe.pipeline._materialize import config_hash, hashed_settings, materialize
@@ -10,6 +11,7 @@ from tfpipe.pipeline._settings import Settings, settings
 
 __all__ = [
     "MATERIALIZED_MARKER",
+    "ClusterWorker",
     "STAGES",
     "Settings",
     "build_pipeline",
@@ -27,4 +29,6 @@ __all__ = [
     "set_epoch",
     "settings",
     "skipped_counts",
+    "tf_config_worker",
+    "worker_shares",
 ]

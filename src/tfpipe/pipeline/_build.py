@@ -48,6 +48,11 @@ STAGES = ("read", "parse", "decode", "geometry", "batch", "pixel", "compose")
 def _worker(worker: Any) -> tuple[int, int]:
     if worker is None:
         return 0, 1
+    if worker == "TF_CONFIG":  # this process's place among the cluster's input workers
+        from tfpipe.pipeline._cluster import tf_config_worker
+
+        me = tf_config_worker()
+        return (0, 1) if me is None else (me.index, me.count)
     if hasattr(worker, "input_pipeline_id"):
         return int(worker.input_pipeline_id), int(worker.num_input_pipelines)
     try:
@@ -187,7 +192,7 @@ def _source(s: Settings, split: str, worker: Any) -> tuple[Source, list[str], tu
         raise ConfigError(f"pipeline.batch_size: must be >= 1, got {s.batch_size}")
     wi, wc = _worker(worker)
     src = open_records(s.data_path, split, s.task)
-    files, _ = worker_files(src.files, wi, wc)
+    files, _ = worker_files(src.files, wi, wc, batch_size=s.batch_size)
     return src, files, (wi, wc)
 
 
@@ -195,7 +200,7 @@ def _records(s: Settings, split: str, src: Source, files: list[str],
              worker: tuple[int, int]) -> tf.data.Dataset:
     """The record stream of this worker: (shard, record, serialized) [-> records cache]."""
     wi, wc = worker
-    _, elem_shard = worker_files(src.files, wi, wc)
+    _, elem_shard = worker_files(src.files, wi, wc, batch_size=s.batch_size)
     ds = read_records(files, src.compression, s.interleave_cycle, skip_framing=s.on_error == "skip",
                       parallel=s.read_parallel)
     if elem_shard:
@@ -205,7 +210,8 @@ def _records(s: Settings, split: str, src: Source, files: list[str],
 
 def _assemble(s: Settings, split: str, epoch: int | tf.Tensor, worker: tuple[int, int],
               src: Source, files: list[str], records: tf.data.Dataset, keep_index: bool,
-              all_stages: bool, step: int | tf.Tensor = 0) -> list[tuple[str, tf.data.Dataset]]:
+              all_stages: bool, step: int | tf.Tensor = 0, index: Any = None
+              ) -> list[tuple[str, tf.data.Dataset]]:
     """The stages of one epoch from the record stream; `epoch` may be a tensor.
 
     `step` > 0 starts the epoch at its batch `step` (tensor or int): the first
@@ -213,6 +219,8 @@ def _assemble(s: Settings, split: str, epoch: int | tf.Tensor, worker: tuple[int
     read and shuffled but never parsed, decoded or augmented, and every later
     sample keeps its index (its seed); the batch numbering starts at `step`, so
     batch seeds (L4, enable_rate) stay those of the uninterrupted epoch.
+    `index(shard, record)`: the sample index instead of the stream position
+    (tf.data service, dynamic sharding: pipeline/_service.py).
     """
     wi, wc = worker
     train = split in TRAIN_SPLITS
@@ -223,7 +231,7 @@ def _assemble(s: Settings, split: str, epoch: int | tf.Tensor, worker: tuple[int
     if train and s.shuffle_buffer > 1:
         ds = _shuffle(ds, s.shuffle_buffer, es)
     # (local index, (shard, record, serialized)): the index keys the sample's seeds
-    ds = ds.enumerate()
+    ds = ds.enumerate() if index is None else ds.map(lambda *e: (index(e[0], e[1]), e))
     positioned = not (isinstance(step, int) and step == 0)
     if positioned:
         ds = ds.skip(tf.cast(step, tf.int64) * s.batch_size)
@@ -302,7 +310,7 @@ def _batches(s: Settings, split: str, src: Source, files: list[str],
     if any(f not in counts for f in src.files):
         return None
     wi, wc = worker
-    _, elem_shard = worker_files(src.files, wi, wc)
+    _, elem_shard = worker_files(src.files, wi, wc, batch_size=s.batch_size)
     if elem_shard:  # every count-th element of the whole stream, from the wi-th
         records = len(range(wi, sum(counts.values()), wc))
     else:
@@ -371,8 +379,9 @@ def _exact(ds: tf.data.Dataset, n: int | None, s: Settings, empty_fill: bool = F
 
 
 def build_pipeline(config: Any, split: str = "train", epoch: int = 0, worker: Any = None,
-                   as_supervised: bool = False, *, keep_index: bool = False, step: int = 0
-                   ) -> tf.data.Dataset:
+                   as_supervised: bool = False, *, keep_index: bool = False, step: int = 0,
+                   service: str | None = None, processing_mode: str = "off",
+                   job_name: str | None = None) -> tf.data.Dataset:
     """The `tf.data.Dataset` of batches for `split` (see docs/pipeline.md).
 
     A train dataset advances one epoch per iteration: its n-th iteration (each
@@ -380,9 +389,10 @@ def build_pipeline(config: Any, split: str = "train", epoch: int = 0, worker: An
     the same bits as a fresh `build_pipeline(config, epoch=epoch + n)`. Eval
     splits have no randomness and give the same batches every iteration.
 
-    worker: `(index, count)` or a `tf.distribute.InputContext`; each worker gets a
-    disjoint part of the data, together all of it. `keep_index` adds each
-    sample's global index as `"index"`.
+    worker: `(index, count)`, a `tf.distribute.InputContext` or "TF_CONFIG" (this
+    process's place among the cluster's chief + workers); each worker gets a
+    disjoint part of the data, together all of it, shares within one batch.
+    `keep_index` adds each sample's global index as `"index"`.
 
     step: resume at batch `step` of epoch `epoch` (docs/training.md): the first
     iteration is that epoch from its batch `step` on, bit-identical to batches
@@ -391,8 +401,24 @@ def build_pipeline(config: Any, split: str = "train", epoch: int = 0, worker: An
     or augmented (unlike `.skip(step)` after the build, which produces and
     throws away every skipped batch). Per worker, `step` counts that worker's
     batches. `tfpipe.train` saves and restores this position with a checkpoint.
+
+    service: `"grpc://HOST:PORT"` of a tf.data service dispatcher: each epoch's
+    read/decode/L1-L2 work runs on its workers; `processing_mode` "off" (every
+    worker the whole epoch: one worker gives the local epoch bit for bit) or
+    "dynamic" (the epoch split among workers, each sample once, bit-identical by
+    index, any order); `job_name` shares a job between consumers (docs/scale.md).
     """
     s = settings(config)
+    if service is not None:
+        from tfpipe.pipeline import _service
+
+        if step:
+            raise ConfigError("build_pipeline: step= (resume) is not supported with service=; "
+                              "resume from an epoch boundary (step=0) there")
+
+        _service.check(s, split, service, processing_mode, worker)
+        return _finish(_service.served(s, split, epoch, worker, keep_index, service,
+                                       processing_mode, job_name), s, as_supervised)
     from tfpipe.pipeline import _materialize
 
     if isinstance(step, bool) or not isinstance(step, int) or step < 0:
@@ -406,7 +432,8 @@ def build_pipeline(config: Any, split: str = "train", epoch: int = 0, worker: An
     if live:
         ds = _live(s, split, epoch, worker, keep_index, step)
     counter = getattr(ds, "_tfpipe_epoch_counter", None)
-    out = _finish(ds, s, as_supervised)
+    # (before _finish: options flow downstream, and prefetch stays the last stage)
+    out = _finish(ds.with_options(_shard_options(worker)), s, as_supervised)
     if counter is not None:
         out._tfpipe_epochs = (counter, epoch)  # noqa: SLF001 - read by set_epoch
     if live and split in TRAIN_SPLITS:
@@ -434,6 +461,20 @@ def set_epoch(dataset: tf.data.Dataset, epoch: int) -> None:
     counter, first = held
     key = tf.constant([0], tf.int64)
     counter.table.insert(key, tf.constant([int(epoch) - int(first)], tf.int64))
+
+
+def _shard_options(worker: Any) -> tf.data.Options:
+    """tf.distribute's auto-shard policy for this dataset. Built per worker, it is
+    already disjoint: OFF (a second, DATA-level sharding would drop data). Built
+    whole, DATA, said explicitly: FILE sharding of our shard list would give every
+    worker the same sample indices (so the same seeds), and AUTO falls back to DATA
+    with only a log line; DATA keeps each sample's single-pipeline index, at the
+    cost of every worker reading and decoding everything (docs/scale.md)."""
+    opts = tf.data.Options()
+    policy = tf.data.experimental.AutoShardPolicy
+    opts.experimental_distribute.auto_shard_policy = (
+        policy.DATA if worker is None else policy.OFF)
+    return opts
 
 
 def one_epoch_view(dataset: tf.data.Dataset) -> tf.data.Dataset | None:

@@ -6,6 +6,7 @@ record or image can be reported by name under `pipeline.on_error`.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import Callable
 
@@ -47,18 +48,56 @@ def open_records(path: str | None, split: str, task: str) -> Source:
     return Source(files, src.tf_compression or None, src.parse, len(names) or None)
 
 
-def worker_files(files: list[str], index: int, count: int) -> tuple[list[str], bool]:
+def worker_files(files: list[str], index: int, count: int, counts: list[int] | None = None,
+                 batch_size: int = 1) -> tuple[list[str], bool]:
     """Files for worker `index` of `count`, and whether elements must be sharded instead.
 
-    Files are split when there are at least as many as workers (each worker then
-    reads only its own shards); otherwise every worker reads all files and keeps
-    every count-th element, which is still disjoint and complete.
+    Whole files go to workers (each reads only its own shards) when the records
+    can be dealt so that no worker has more than one batch more than another:
+    files go, largest first, to the least loaded worker (`counts`: records per
+    file; default: `record_counts`). Otherwise -- fewer files than workers, or
+    uneven files (3 shards of 73 for 2 workers would be 146 vs 73) -- every
+    worker reads all files and keeps every count-th record: shares within one
+    record of each other, at the price of each worker reading every file.
     """
     if count <= 1:
         return files, False
-    if len(files) >= count:
-        return files[index::count], False
-    return files, True
+    if len(files) < count:
+        return files, True
+    counts = record_counts(files) if counts is None else counts
+    load = [0] * count
+    owner = [0] * len(files)
+    for k in sorted(range(len(files)), key=lambda k: -counts[k]):  # stable: ties keep order
+        w = min(range(count), key=lambda i: load[i])
+        owner[k] = w
+        load[w] += counts[k]
+    if max(load) - min(load) > batch_size:
+        return files, True
+    return [f for f, w in zip(files, owner) if w == index], False
+
+
+def record_counts(files: list[str]) -> list[int]:
+    """Records per file: the manifest's counts, else counted (one framing pass,
+    remembered per file path, size and mtime)."""
+    from tfpipe.records import shard_record_counts
+
+    known = shard_record_counts(files)
+    return [known[f] if f in known else _counted(f, *_stamp(f)) for f in files]
+
+
+def _stamp(path: str) -> tuple[int, int]:
+    import os
+
+    st = os.stat(path)
+    return st.st_size, st.st_mtime_ns
+
+
+@functools.lru_cache(maxsize=4096)
+def _counted(path: str, size: int, mtime: int) -> int:
+    compression = "GZIP" if path.endswith(".gz") else ""
+    with tf.init_scope():  # eager even when called while a function is traced
+        return int(tf.data.TFRecordDataset(path, compression_type=compression).reduce(
+            tf.constant(0, tf.int64), lambda n, _: n + 1))
 
 
 def read_records(files: list[str], compression: str | None, cycle: int,
