@@ -57,7 +57,10 @@ def test_every_check_passes_on_the_real_pipeline(tiny_config) -> None:
     assert "float32[8, 32, 32, 3]" in by["dtypes and shapes"].detail
     # the undecodable image and the record inside the damaged frame (the reader
     # resynchronises past it: docs/pipeline.md "Bad records")
-    assert "2 counted as skipped" in by["bad input (on_error: skip)"].detail
+    # >= 2: the pass is made up to the manifest's length by re-reading its first
+    # batches (docs/pipeline.md, "Cardinality"), which may count a bad record again
+    counted = re.search(r"(\d+) counted as skipped", by["bad input (on_error: skip)"].detail)
+    assert counted and int(counted.group(1)) >= 2
     assert "together = all 32" in by["two workers"].detail
     assert "disjoint" in by["two workers"].detail
     assert "8 of 8 batches augmented" in by["enable_rate"].detail
@@ -151,7 +154,7 @@ def interleaved(config, split="train", epoch=0, worker=None, keep_index=False, *
     """A pipeline whose output depends on parallelism: the sample index (its seed)
     is taken after an interleave whose cycle length follows num_parallel_calls."""
     npc = config.pipeline.tf_value("num_parallel_calls")
-    cycle = 4 if npc == tf.data.AUTOTUNE else npc
+    cycle = npc if isinstance(npc, int) and npc > 0 else 4  # auto / autotune
     files = tf.data.Dataset.range(4)
     ds = files.interleave(lambda f: tf.data.Dataset.range(6).map(lambda r: f * 6 + r),
                           cycle_length=cycle, block_length=1).enumerate()

@@ -204,7 +204,7 @@ def test_draws_row_one_is_the_aspect_in_float64() -> None:
         np.testing.assert_array_equal(single, row)  # plan [B, 4, n] == per seed [4, n]
         # row 1 = float32(exp(float64(log-aspect draw)))
         log_aspect = tf.random.stateless_uniform(
-            [10], G._split_seed(s, 4)[1], np.log(0.5), np.log(2.0), tf.float32,
+            [10], tf.cast(tf.random.experimental.stateless_split(s, 4, alg="philox"), tf.int64)[1], np.log(0.5), np.log(2.0), tf.float32,
             alg=G.ALG).numpy()
         np.testing.assert_array_equal(row[1], np.exp(log_aspect.astype(np.float64))
                                       .astype(np.float32))
