@@ -100,6 +100,16 @@ def _violations() -> list[str]:
     return bad
 
 
+def _violations_in(tree: Path) -> list[str]:
+    """`_violations()` over a fake package tree instead of src/tfpipe."""
+    global SRC
+    old, SRC = SRC, tree
+    try:
+        return _violations()
+    finally:
+        SRC = old
+
+
 def test_checker_sees_a_violation(tmp_path: Path) -> None:
     """The checker itself: a forbidden and a private import are both reported."""
     fake = tmp_path / "tfpipe"
@@ -107,12 +117,7 @@ def test_checker_sees_a_violation(tmp_path: Path) -> None:
     (fake / "augment" / "x.py").write_text(
         "from tfpipe.pipeline import build_pipeline\nfrom tfpipe.seeds._rows import f\n"
         "from tfpipe import seeds as sd\nsd._hidden(1)\n")
-    global SRC
-    old, SRC = SRC, fake
-    try:
-        found = _violations()
-    finally:
-        SRC = old
+    found = _violations_in(fake)
     assert any("imports tfpipe.pipeline" in v for v in found), found
     assert any("private tfpipe.seeds._rows" in v for v in found), found
     assert any("private tfpipe.seeds._hidden" in v for v in found), found
@@ -128,12 +133,7 @@ def test_checker_sees_private_use_from_the_cli(tmp_path: Path) -> None:
         "from tfpipe.augment import geometry as G\nG._split_seed(1, 2)\n")
     (fake / "pipeline").mkdir()
     (fake / "pipeline" / "fast.py").write_text("from tfpipe.augment import color\ncolor._adjust_x(1)\n")
-    global SRC
-    old, SRC = SRC, fake
-    try:
-        found = _violations()
-    finally:
-        SRC = old
+    found = _violations_in(fake)
     assert any("cli uses private tfpipe.bench._build" in v for v in found), found
     assert any("tfpipe.augment.geometry._split_seed" in v for v in found), found
     assert any("pipeline uses private tfpipe.augment.color._adjust_x" in v for v in found), found
