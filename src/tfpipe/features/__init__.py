@@ -1,0 +1,14 @@
+"""Tabular features: statistics at conversion, feature transforms built from them, drift.
+
+Statistics (`compute_statistics`, `Statistics`, `read_statistics`) use pyarrow and
+NumPy only. See docs/tabular.md.
+"""
+
+from __future__ import annotations
+
+from tfpipe.features._stats import (STATISTICS_FILE, STATISTICS_VERSION, CategoricalStats,
+                                    ColumnStats, NumericStats, Statistics)
+from tfpipe.features._stats_io import read_statistics, write_statistics
+
+__all__ = ["STATISTICS_FILE", "STATISTICS_VERSION", "CategoricalStats", "ColumnStats",
+           "NumericStats", "Statistics", "read_statistics", "write_statistics"]
