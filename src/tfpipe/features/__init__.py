@@ -9,6 +9,9 @@ from __future__ import annotations
 from tfpipe.features._stats import (STATISTICS_FILE, STATISTICS_VERSION, CategoricalStats,
                                     ColumnStats, NumericStats, Statistics)
 from tfpipe.features._stats_io import read_statistics, write_statistics
+from tfpipe.features.synthetic import CATEGORIES, ctr_batches, ctr_schema, ctr_table, make_ctr_table
 
 __all__ = ["STATISTICS_FILE", "STATISTICS_VERSION", "CategoricalStats", "ColumnStats",
-           "NumericStats", "Statistics", "read_statistics", "write_statistics"]
+           "NumericStats", "Statistics", "read_statistics", "write_statistics",
+           # synthetic CTR table
+           "CATEGORIES", "ctr_batches", "ctr_schema", "ctr_table", "make_ctr_table"]

@@ -1,0 +1,41 @@
+"""`tfpipe sample-data`: generate sample datasets (the synthetic CTR table, image folders)."""
+
+from __future__ import annotations
+
+import click
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+def command() -> None:
+    """Generate sample datasets, deterministic from a seed (nothing is downloaded)."""
+
+
+@command.command("ctr")
+@click.argument("out", type=click.Path(dir_okay=False))
+@click.option("--rows", type=click.IntRange(min=1), default=100_000, show_default=True,
+              help="Rows (impressions) to write.")
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--weeks", type=click.IntRange(min=1), default=4, show_default=True,
+              help="Weeks the timestamps span.")
+def ctr(out: str, rows: int, seed: int, weeks: int) -> None:
+    """A synthetic click-through-rate table OUT (.parquet or .csv), streamed in chunks."""
+    from tfpipe.features import make_ctr_table
+
+    try:
+        path = make_ctr_table(out, rows, seed=seed, weeks=weeks)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="OUT") from None
+    click.echo(f"wrote {rows} rows to {path}")
+
+
+@command.command("folder")
+@click.argument("out", type=click.Path(file_okay=False))
+@click.option("--classes", type=click.IntRange(min=1), default=4, show_default=True)
+@click.option("--per-class", type=click.IntRange(min=1), default=25, show_default=True)
+@click.option("--seed", type=int, default=0, show_default=True)
+def folder(out: str, classes: int, per_class: int, seed: int) -> None:
+    """An image folder OUT/<class>/*.jpg|png cut from photos bundled in PyPI packages."""
+    from tfpipe.sample_data import make_image_folder
+
+    path = make_image_folder(out, num_classes=classes, per_class=per_class, seed=seed)
+    click.echo(f"wrote {classes * per_class} images under {path}")
