@@ -9,6 +9,7 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
+from tfpipe.features._compute import TableAccumulator, column_dtype, compute_statistics
 from tfpipe.features._stats import (STATISTICS_FILE, STATISTICS_VERSION, CategoricalStats,
                                     ColumnStats, NumericStats, Statistics)
 from tfpipe.features._stats_io import read_statistics, write_statistics
@@ -32,7 +33,7 @@ def __getattr__(name: str) -> Any:
     return value
 
 
-__all__ = ["STATISTICS_FILE", "STATISTICS_VERSION", "CategoricalStats", "ColumnStats",
+__all__ = ["TableAccumulator", "column_dtype", "compute_statistics", "STATISTICS_FILE", "STATISTICS_VERSION", "CategoricalStats", "ColumnStats",
            "NumericStats", "Statistics", "read_statistics", "write_statistics",
            # synthetic CTR table
            "CATEGORIES", "ctr_batches", "ctr_schema", "ctr_table", "make_ctr_table",
