@@ -44,6 +44,40 @@ def column_dtype(arrow_type: Any) -> str | None:
     return None
 
 
+def numeric_values(array: Any, dtype: str) -> tuple[np.ndarray, int]:
+    """(non-missing values as float64, missing count) of a numeric column chunk.
+
+    float32 columns: the value the record holds (float32), then NaN counts as missing.
+    """
+    import pyarrow as pa
+
+    if pa.types.is_dictionary(array.type):
+        array = array.dictionary_decode()
+    if dtype == "int64":
+        present = array.cast(pa.int64()).drop_null()
+        return present.to_numpy(zero_copy_only=False).astype(np.float64), \
+            len(array) - len(present)
+    values = array.cast(pa.float64()).drop_null()
+    x = values.to_numpy(zero_copy_only=False).astype(np.float32).astype(np.float64)
+    nan = np.isnan(x)
+    missing = len(array) - len(values) + int(nan.sum())
+    return (x[~nan] if nan.any() else x), missing
+
+
+def string_values(array: Any) -> tuple[Any, int]:
+    """(non-missing values as a binary Arrow array, missing count) of a string column chunk."""
+    import pyarrow as pa
+
+    if pa.types.is_dictionary(array.type):
+        array = array.dictionary_decode()
+    if not (pa.types.is_binary(array.type) or pa.types.is_large_binary(array.type)):
+        array = array.cast(pa.large_binary() if pa.types.is_large_string(array.type)
+                           else pa.binary())
+    array = array.cast(pa.binary())
+    present = array.drop_null()
+    return present, len(array) - len(present)
+
+
 @dataclass
 class ColumnAccumulator:
     name: str
@@ -65,28 +99,13 @@ class ColumnAccumulator:
         if pa.types.is_dictionary(array.type):
             array = array.dictionary_decode()
         if self.dtype == "string":
-            if not (pa.types.is_binary(array.type) or pa.types.is_large_binary(array.type)):
-                array = array.cast(pa.large_binary() if pa.types.is_large_string(array.type)
-                                   else pa.binary())
-            array = array.cast(pa.binary())
-            present = array.drop_null()
-            self.frequency.add(present, len(array) - len(present))
-            return
-        if self.dtype == "int64":
-            array = array.cast(pa.int64())
-            present = array.drop_null()
-            missing = len(array) - len(present)
-            self.numeric.add(present.to_numpy(zero_copy_only=False), missing)
+            present, missing = string_values(array)
             self.frequency.add(present, missing)
             return
-        # float32: the value the record holds, then NaN counts as missing.
-        values = array.cast(pa.float64()).drop_null()
-        nulls = len(array) - len(values)
-        x = values.to_numpy(zero_copy_only=False).astype(np.float32).astype(np.float64)
-        nan = np.isnan(x)
-        if nan.any():
-            x = x[~nan]
-        self.numeric.add(x, nulls + int(nan.sum()))
+        values, missing = numeric_values(array, self.dtype)
+        self.numeric.add(values, missing)
+        if self.dtype == "int64":
+            self.frequency.add(array.cast(pa.int64()).drop_null(), missing)
 
     def merge(self, other: ColumnAccumulator) -> None:
         if self.numeric is not None:
