@@ -49,6 +49,7 @@ def _train_records(out) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+@pytest.mark.slow  # alone ~12 s: TensorFlow's start-up (the protobuf decoder of the oracle)
 def test_local_stats_are_the_train_shards_rows(local_out):
     stats = read_statistics(local_out)
     manifest = Manifest.load(local_out)
