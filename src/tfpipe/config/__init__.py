@@ -14,6 +14,7 @@ from tfpipe.config.loader import (
     preset_names,
     validate,
 )
+from tfpipe.config.features import TRANSFORMS, FeatureColumn, FeaturesConfig
 from tfpipe.config.models import (
     AUTO,
     AUTOTUNE,
@@ -36,9 +37,12 @@ __all__ = [
     "SECTIONS",
     "TF_AUTO",
     "TF_AUTOTUNE",
+    "TRANSFORMS",
     "AugmentConfig",
     "Config",
     "DataConfig",
+    "FeatureColumn",
+    "FeaturesConfig",
     "Normalize",
     "OpConfig",
     "PipelineConfig",

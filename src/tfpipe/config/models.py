@@ -14,6 +14,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from tfpipe.config._types import Float, Int, Unit, fmt
+from tfpipe.config.features import FeaturesConfig
 from tfpipe.config.ops import SECTIONS, BatchOp, GeometryOp, OpConfig, PixelOp
 
 #: tf.data's own tuning (`tf.data.AUTOTUNE`): the runtime picks and changes the value.
@@ -204,6 +205,8 @@ class Config(_Model):
     data: DataConfig = Field(default_factory=DataConfig)
     pipeline: PipelineConfig = Field(default_factory=PipelineConfig)
     augment: AugmentConfig = Field(default_factory=AugmentConfig)
+    # tabular data (docs/tabular.md); absent for images
+    features: Union[FeaturesConfig, None] = None
 
     @model_validator(mode="after")
     def _cross_field(self) -> "Config":
@@ -241,10 +244,12 @@ class Config(_Model):
     # ------------------------------------------------------------ serialization
     def to_dict(self) -> dict[str, Any]:
         """Plain, fully resolved dict in YAML shape (ops keyed by name, in order)."""
-        out = self.model_dump(mode="json", exclude={"augment"})
+        out = self.model_dump(mode="json", exclude={"augment", "features"})
         out["augment"] = {"enable_rate": self.augment.enable_rate}
         for section in SECTIONS:
             out["augment"][section] = {op.name: op.to_dict() for op in self.augment.ops(section)}
+        if self.features is not None:  # image configs keep their dict (and hash) unchanged
+            out["features"] = self.features.to_dict()
         return out
 
     def to_yaml(self) -> str:

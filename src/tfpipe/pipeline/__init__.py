@@ -8,6 +8,7 @@ from tfpipe.pipeline._materialize import MARKER as MATERIALIZED_MARKER
 from tfpipe.pipeline._materialize import config_hash, hashed_settings, materialize
 from tfpipe.pipeline._options import batch_parallelism, map_parallelism, options
 from tfpipe.pipeline._settings import Settings, settings
+from tfpipe.pipeline._tabular import raw_parse_spec, tabular_transforms, transform_specs
 
 __all__ = [
     "MATERIALIZED_MARKER",
@@ -23,12 +24,15 @@ __all__ = [
     "materialize",
     "one_epoch_view",
     "options",
+    "raw_parse_spec",
     "framing_losses",
     "hashed_settings",
     "reset_skipped_counts",
     "set_epoch",
     "settings",
     "skipped_counts",
+    "tabular_transforms",
     "tf_config_worker",
+    "transform_specs",
     "worker_shares",
 ]

@@ -409,6 +409,15 @@ def build_pipeline(config: Any, split: str = "train", epoch: int = 0, worker: An
     index, any order); `job_name` shares a job between consumers (docs/scale.md).
     """
     s = settings(config)
+    if s.features is not None:  # a table: (features, label) batches, docs/tabular.md
+        from tfpipe.pipeline import _tabular
+
+        if service is not None or keep_index:
+            raise ConfigError("build_pipeline: service= and keep_index are not supported for "
+                              "tabular configs (a features: section)")
+        if isinstance(step, bool) or not isinstance(step, int) or step < 0:
+            raise ConfigError(f"build_pipeline: step must be an integer >= 0, got {step!r}")
+        return _tabular.build(s, split, epoch, _worker(worker), step)
     if service is not None:
         from tfpipe.pipeline import _service
 

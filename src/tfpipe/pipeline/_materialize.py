@@ -64,6 +64,8 @@ def _norm_path(path: str | None) -> str | None:
 def hashed_settings(s: Settings) -> dict[str, Any]:
     """The settings that shape the saved bytes, as JSON values (data path absolute)."""
     values = {k: v for k, v in asdict(s).items() if k not in NOT_HASHED}
+    if values.get("features") is None:  # image configs: the hash they always had
+        values.pop("features", None)
     values["data_path"] = _norm_path(s.data_path)
     return json.loads(json.dumps(values, sort_keys=True, default=str))
 

@@ -65,6 +65,9 @@ class Settings:
     # parallel shard reads: 0 = one per open shard; AUTOTUNE (`interleave_cycle:
     # autotune`): tf.data decides. Never changes a byte (the cycle sets the order).
     read_parallel: int = 0
+    # the validated `features:` section (tfpipe.config.FeaturesConfig) of a tabular
+    # config, None for images; pipeline/_tabular.py converts it to TransformSpecs
+    features: Any = None
 
     def active(self, section: str) -> list[Op]:
         """Enabled ops of `geometry` / `pixel` / `batch` with p > 0, in order."""
@@ -131,4 +134,5 @@ def settings(config: Any) -> Settings:
         geometry=_ops(aug.geometry),
         pixel=_ops(aug.pixel),
         batch=_ops(aug.batch),
+        features=config.features,
     )

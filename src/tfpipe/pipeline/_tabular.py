@@ -1,0 +1,206 @@
+"""The tabular pipeline (docs/tabular.md, "Pipeline"):
+
+    list shards -> shard per worker -> interleave(TFRecordDataset)
+      [-> cache (train: serialized records)] -> shuffle (epoch seed) [-> skip step * batch]
+      -> batch (records still serialized) -> parse_example + transforms on the whole batch
+      [-> cache (eval: parsed and transformed)] -> prefetch (last)
+
+Elements are `(features: dict, label)` for `model.fit`. Batching before parsing
+lets one `tf.io.parse_example` and one pass of each Keras preprocessing layer run
+per batch instead of per record (docs/performance.md, "Tabular pipeline"). Nothing
+here draws random numbers but the shuffle, seeded as in docs/seeds.md, so the
+batches are bit-identical for any parallelism, and with `deterministic: false`
+each batch still holds the same records (only the batch order may change).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import tensorflow as tf
+
+from tfpipe import seeds
+from tfpipe.errors import ConfigError, InputError, TfpipeError
+from tfpipe.features import STATISTICS_FILE, FeatureTransforms, TransformSpec, build_transforms
+from tfpipe.features import read_statistics
+from tfpipe.pipeline._options import batch_parallelism, options
+from tfpipe.pipeline._settings import AUTOTUNE, Settings
+from tfpipe.pipeline._source import Source, read_records, worker_files
+from tfpipe.records import open_source
+
+TRAIN_SPLITS = ("train",)
+
+
+def transform_specs(features: Any) -> list[TransformSpec]:
+    """The config's `features.columns` (tfpipe.config.FeaturesConfig) as TransformSpecs."""
+    return [TransformSpec(name, c.transform, c.input_columns(name), c.params)
+            for name, c in features.columns.items()]
+
+
+def statistics_path(s: Settings) -> str:
+    """features.statistics, else statistics.json beside the dataset's manifest."""
+    if s.features.statistics:
+        return os.path.expanduser(s.features.statistics)
+    path = s.data_path or ""
+    base = path if os.path.isdir(path) else os.path.dirname(path)
+    return os.path.join(base, STATISTICS_FILE)
+
+
+class Tabular:
+    """What every pass needs: shards, parse spec, label, transforms (built once)."""
+
+    def __init__(self, s: Settings, split: str, worker: tuple[int, int],
+                 transforms: FeatureTransforms | None = None) -> None:
+        if s.batch_size < 1:
+            raise ConfigError(f"pipeline.batch_size: must be >= 1, got {s.batch_size}")
+        if not s.data_path:
+            raise ConfigError("data.path: not set; point it at a converted table "
+                              "(tfpipe convert TABLE OUT --stats)")
+        self.s, self.split, self.worker = s, split, worker
+        src = open_source(s.data_path, split=split)
+        self.files = list(src.files)
+        if not self.files:
+            raise InputError(f"no {split!r} shards under {s.data_path!r}")
+        self.compression = src.tf_compression or None
+        schema = src.schema
+        self.label = s.features.label
+        if self.label not in schema:
+            raise ConfigError(f"features.label: {self.label!r} is not a column of "
+                              f"{s.data_path}; columns: {', '.join(sorted(self._columns(schema)))}")
+        lab = schema[self.label]
+        if lab.kind != "fixed" or lab.shape or lab.dtype == "string":
+            raise ConfigError(f"features.label: column {self.label!r} must hold one int64 or "
+                              f"float32 value per row (it is {lab.dtype}, {lab.kind}); "
+                              "nulls are not allowed in the label")
+        self.transforms = transforms or self._transforms(s, schema)
+        self.spec: dict[str, Any] = {self.label: tf.io.FixedLenFeature([], lab.tf_dtype())}
+        for col in self.transforms.raw_spec:
+            f = schema[col]
+            self.spec[col] = (tf.io.VarLenFeature(f.tf_dtype()) if f.kind == "var"
+                              else tf.io.FixedLenFeature([], f.tf_dtype()))
+        wi, wc = worker
+        self.my_files, self.elem_shard = worker_files(self.files, wi, wc,
+                                                      batch_size=s.batch_size)
+
+    @staticmethod
+    def _columns(schema: Any) -> list[str]:
+        return [n for n in schema if not n.startswith("tfpipe/")]
+
+    def _transforms(self, s: Settings, schema: Any) -> FeatureTransforms:
+        path = statistics_path(s)
+        try:
+            stats = read_statistics(path)
+        except InputError as e:
+            raise ConfigError(f"features: {e} (or set features.statistics)") from None
+        cols = self._columns(schema)
+        dtypes = {n: schema[n].dtype for n in cols if not schema[n].shape}
+        nullable = [n for n in cols if schema[n].kind == "var"]
+        return build_transforms(transform_specs(s.features), stats, dtypes=dtypes,
+                                nullable=nullable, where=path)
+
+    # ------------------------------------------------------------------ stages
+    def records(self) -> tf.data.Dataset:
+        s = self.s
+        ds = read_records(self.my_files, self.compression, s.interleave_cycle,
+                          skip_framing=s.on_error == "skip", parallel=s.read_parallel)
+        if self.elem_shard:
+            ds = ds.shard(self.worker[1], self.worker[0])
+        return ds.map(lambda shard, index, record: record)
+
+    def parse(self, serialized: tf.Tensor) -> tuple[dict[str, tf.Tensor], tf.Tensor]:
+        """A batch of serialized Examples -> (transformed features, label)."""
+        parsed = tf.io.parse_example(serialized, self.spec)
+        label = parsed.pop(self.label)
+        return self.transforms(parsed), label
+
+    def one_pass(self, records: tf.data.Dataset, epoch: Any, step: Any = 0) -> tf.data.Dataset:
+        s = self.s
+        train = self.split in TRAIN_SPLITS
+        ds = records
+        if train and s.shuffle_buffer > 1:
+            from tfpipe.pipeline._build import _shuffle  # the image path's seeded shuffle
+
+            ds = _shuffle(ds, s.shuffle_buffer, seeds.epoch_seed(seeds.global_seed(s.seed), epoch))
+        if not (isinstance(step, int) and step == 0):  # skipped records are never parsed
+            ds = ds.skip(tf.cast(step, tf.int64) * s.batch_size)
+        ds = ds.batch(s.batch_size, drop_remainder=s.drop_remainder if train else False)
+        parse = tf.autograph.experimental.do_not_convert(self.parse)
+        return ds.map(parse, num_parallel_calls=batch_parallelism(s),
+                      deterministic=s.deterministic)
+
+    def batches(self) -> int | None:
+        from tfpipe.pipeline._build import _batches
+
+        src = Source(self.files, self.compression, None, None)  # type: ignore[arg-type]
+        return _batches(self.s, self.split, src, self.my_files, self.worker)
+
+
+def _cache(ds: tf.data.Dataset, s: Settings, t: Tabular, what: str) -> tf.data.Dataset:
+    if s.cache == "none":
+        return ds
+    if s.cache == "memory":
+        return ds.cache()
+    from tfpipe.pipeline._build import _cache_path
+
+    # the transforms' statistics hash and the config's columns key a transformed cache
+    tag = f"{t.transforms.stats_sha256 or 'nostats'}-{hash_features(s)}"[:40]
+    return ds.cache(_cache_path(s, t.split, t.my_files, t.worker, f"tabular-{what}-{tag}"))
+
+
+def hash_features(s: Settings) -> str:
+    import hashlib
+    import json
+
+    blob = json.dumps(s.features.to_dict(), sort_keys=True)
+    return hashlib.sha256(blob.encode()).hexdigest()[:12]
+
+
+def build(s: Settings, split: str, epoch: int, worker: tuple[int, int], step: int
+          ) -> tf.data.Dataset:
+    """`build_pipeline` for a config with a `features:` section (see module doc)."""
+    from tfpipe.pipeline._build import _declare, _exact, epochs_from
+
+    t = Tabular(s, split, worker)
+    records = t.records()
+    n = None if step else t.batches()
+    if split not in TRAIN_SPLITS:
+        # parsed + transformed is what pays to cache: eval passes repeat it unchanged
+        ds = _cache(t.one_pass(records, epoch), s, t, "transformed")
+        out = _declare(_exact(ds, n, s, empty_fill=True), n)
+        counter = None
+    else:
+        records = _cache(records, s, t, "records")
+        first = tf.constant(epoch, tf.int64)
+
+        def one(e: tf.Tensor) -> tf.data.Dataset:
+            at = tf.where(tf.equal(e, first), tf.constant(step, tf.int64), 0) if step else 0
+            return _exact(t.one_pass(records, e, at), n, s)
+
+        epochs = epochs_from(epoch, one)
+        counter = epochs._tfpipe_epoch_counter  # noqa: SLF001 - set by epochs_from
+        out = _declare(epochs, n)
+    out = out.with_options(options(s))
+    out = out.prefetch(s.prefetch if s.prefetch != AUTOTUNE else tf.data.AUTOTUNE)
+    if counter is not None:
+        out._tfpipe_epochs = (counter, epoch)  # noqa: SLF001 - read by set_epoch
+    out._tfpipe_transforms = t.transforms  # noqa: SLF001 - read by tabular_transforms
+    return out
+
+
+def tabular_transforms(config: Any) -> FeatureTransforms:
+    """The `FeatureTransforms` a tabular config's pipeline applies (for export and
+    for building a model's inputs): built from the same statistics and schema."""
+    from tfpipe.pipeline._settings import settings
+
+    s = settings(config)
+    if s.features is None:
+        raise TfpipeError("tabular_transforms: the config has no features: section")
+    return Tabular(s, "train", (0, 1)).transforms
+
+
+def raw_parse_spec(config: Any) -> dict[str, Any]:
+    """`tf.io.parse_example` spec of the raw columns the transforms read (+ label)."""
+    from tfpipe.pipeline._settings import settings
+
+    return dict(Tabular(settings(config), "train", (0, 1)).spec)
