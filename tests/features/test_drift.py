@@ -148,3 +148,25 @@ def test_cli_exit_codes_reports_and_json(baseline, fresh, tmp_path):
     err = run(cli, ["drift", str(tmp_path / "ds"), str(tmp_path / "fresh.parquet"),
                     "--ignore", "nope"])
     assert err.exit_code == 2 and "no column 'nope'" in err.output
+
+
+@pytest.mark.slow  # TensorFlow start-up (the pipeline config's transform graph)
+def test_cli_takes_the_transforms_of_a_pipeline_config(baseline, fresh, tmp_path):
+    _, stats = baseline
+    write_statistics(stats, tmp_path / "ds")
+    ids = fresh.column("item_id").to_numpy().copy()
+    ids[: ids.size // 2] += 10_000_000  # half the items are new
+    pq.write_table(_replace(fresh, "item_id", pa.array(ids)), tmp_path / "new.parquet")
+    cfg = tmp_path / "tabular.yaml"
+    cfg.write_text(f"data: {{path: {tmp_path / 'ds'}}}\n"
+                   "features:\n  label: label\n  columns:\n"
+                   "    item: {transform: vocabulary, column: item_id, top_k: 200}\n"
+                   "    price_bucket: {transform: bucketize, column: price, num_buckets: 5}\n")
+    r = CliRunner().invoke(cli, ["drift", str(tmp_path / "ds"), str(tmp_path / "new.parquet"),
+                                 "--pipeline-config", str(cfg), "--json",
+                                 "--ignore", "item_id"])
+    assert r.exit_code == 1, r.output
+    obj = json.loads(r.output)
+    health = {t["name"]: t for t in obj["transforms"]}
+    assert obj["flagged_names"] == ["item"] and health["item"]["metrics"]["oov_rate"] > 0.45
+    assert not health["price_bucket"]["flagged"]

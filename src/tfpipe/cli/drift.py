@@ -19,9 +19,13 @@ import click
 @click.option("--config", "config_path", type=click.Path(exists=True, dir_okay=False),
               default=None, help="YAML: thresholds, columns, ignore, transforms "
                                  "(docs/tabular.md).")
+@click.option("--pipeline-config", "pipeline_config", default=None, metavar="CFG",
+              help="A tabular pipeline config: its features: section gives the transforms "
+                   "of the after-transform health (the graph the pipeline applies).")
 @click.option("--ignore", multiple=True, help="A column not to compare (repeatable).")
 def command(out: str, new_data: str, report_path: str | None, as_json: bool,
-            config_path: str | None, ignore: tuple[str, ...]) -> None:
+            config_path: str | None, pipeline_config: str | None,
+            ignore: tuple[str, ...]) -> None:
     """Compare NEW_DATA (.csv/.parquet) with OUT's statistics.json (a dataset directory
     converted with --stats, or the file itself): PSI / Jensen-Shannon for numbers,
     L-infinity / new-category rate for categories, after-transform health."""
@@ -32,6 +36,16 @@ def command(out: str, new_data: str, report_path: str | None, as_json: bool,
         raise click.BadParameter("must end in .md or .html", param_hint="--report")
     kwargs = load_drift_config(config_path) if config_path else {}
     kwargs["ignore"] = [*kwargs.get("ignore", []), *ignore]
+    if pipeline_config is not None:
+        from tfpipe.config import load_config
+        from tfpipe.errors import ConfigError
+        from tfpipe.pipeline import transform_specs
+
+        cfg = load_config(pipeline_config)
+        if cfg.features is None:
+            raise ConfigError(f"{pipeline_config}: --pipeline-config needs a config with a "
+                              "features: section")
+        kwargs["transforms"] = [*kwargs.get("transforms", []), *transform_specs(cfg.features)]
     stats = read_statistics(out)
     report = drift(stats, new_data, **kwargs)
     if report_path is not None:
