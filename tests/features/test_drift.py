@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from xml.etree import ElementTree
 
 import numpy as np
 import pyarrow as pa
@@ -125,6 +126,9 @@ def test_cli_exit_codes_reports_and_json(baseline, fresh, tmp_path):
     svg = (tmp_path / "rep" / "drift-plots" / "price-numeric.svg").read_text()
     assert svg.startswith("<svg") and "<polyline" in svg and "http" not in svg.replace(
         'xmlns="http://www.w3.org/2000/svg"', "")
+    root = ElementTree.fromstring(svg)  # well-formed XML
+    bars = [r for r in root.iter("{http://www.w3.org/2000/svg}rect")][1:]
+    assert len(bars) == len(stats.column("price").numeric.histogram)  # one per quantile bin
     page = tmp_path / "drift.html"
     js = run(cli, ["drift", str(tmp_path / "ds"), str(tmp_path / "shifted.parquet"), "--json",
                    "--report", str(page)])
