@@ -67,6 +67,8 @@ def _fmt(v: Any) -> str:
     if isinstance(v, float):
         return f"{v:.4g}"
     if isinstance(v, list):
+        if not v:
+            return "none"
         return ", ".join(_fmt(x) for x in v[:8]) + (" ..." if len(v) > 8 else "")
     return str(v)
 
