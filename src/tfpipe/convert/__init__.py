@@ -170,7 +170,7 @@ def convert(src: str | os.PathLike[str], out: str | os.PathLike[str], *,
                             runner=runner, flags=flags, progress=progress)
     else:
         if workers is None:
-            workers = default_workers(sum(it.size for it in enumeration.items))
+            workers = default_workers(enumeration.total_size())
         manifest = execute(source, enumeration, plan, out, settings=settings,
                            compression=compression, workers=workers, on_error=on_error,
                            resume=resume, split_of=lambda key: assign_split(key, ratios, seed),

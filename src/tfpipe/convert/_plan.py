@@ -146,6 +146,11 @@ def plan_shards(items: Sequence[Item], ratios: dict[str, float], seed: int,
     """
     if shard_size <= 0:
         raise ConfigError(f"shard_size must be > 0 bytes, got {shard_size}")
+    own = getattr(items, "plan_shards", None)
+    if own is not None:
+        # A source too large for one Item per input in memory (tables) plans its
+        # inputs on arrays: the same splits, order and cuts as below.
+        return own(ratios, seed, shard_size)
     keys_seen: set[str] = set()
     by_split: dict[str, list[Item]] = {name: [] for name in ratios}
     for item in items:

@@ -30,6 +30,11 @@ class Enumeration:
     # listed in the manifest but never a reason to stop.
     ignored: list[tuple[str, str]] = field(default_factory=list)
 
+    def total_size(self) -> int:
+        """Estimated bytes of all inputs (a table's lazy rows know it without reading)."""
+        total = getattr(self.items, "total_size", None)
+        return int(total) if total is not None else sum(it.size for it in self.items)
+
 
 class Source:
     """Base class. Subclasses are plain picklable objects: they travel to spawn workers."""

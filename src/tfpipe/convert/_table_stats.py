@@ -37,9 +37,11 @@ def check_stats_request(source: Any, ratios: dict[str, float]) -> None:
 
 def train_rows(plan: Plan) -> np.ndarray:
     """Sorted row indices of the table that the plan's train shards hold."""
-    rows = [item.payload[0] for shard in plan.shards if shard.split == STATS_SPLIT
-            for item in shard.items]
-    return np.sort(np.asarray(rows, dtype=np.int64))
+    # A table's shards carry their row indices (TableRows.rows): no row is read here.
+    parts = [np.asarray(shard.items.rows if hasattr(shard.items, "rows")
+                        else [item.payload[0] for item in shard.items], dtype=np.int64)
+             for shard in plan.shards if shard.split == STATS_SPLIT]
+    return np.sort(np.concatenate(parts)) if parts else np.zeros(0, dtype=np.int64)
 
 
 def stats_columns(source: TableSource) -> list[str]:

@@ -5,34 +5,101 @@ strings/binary -> bytes, booleans -> int64 (0/1), dates and times -> ISO text,
 lists of those -> var-length features. A column that holds nulls becomes a
 var-length feature (a null is an empty list) so no readable value is invented;
 the image and label columns are required instead: a null there makes a bad row.
+
+The table is streamed, never held whole (docs/convert.md "Tables"): one pass in
+batches finds the schema's nulls, the labels and each row's size (vectorized in
+Arrow); the plan is NumPy arrays of row indices; a shard reads only its rows,
+row group by row group (Parquet) or batch by batch from a temporary Arrow IPC
+copy written during that pass (CSV, which has no random access). Peak memory is
+~40 bytes per row for the plan plus about one shard's rows, whatever the table
+size; the records, manifest and statistics are byte-identical to reading the
+whole table at once (tests/convert/test_table_streaming.py).
 """
 
 from __future__ import annotations
 
+import math
 import os
+import shutil
+import tempfile
+import weakref
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from tfpipe.convert._plan import Item
+import numpy as np
+
+from tfpipe.convert._plan import RECORD_OVERHEAD_BYTES, Item, Plan, ShardPlan, unit_hash
 from tfpipe.convert._source import (IMAGE_KEYS, Enumeration, Source, file_size,
                                     image_values, read_image)
 from tfpipe.records import FeatureSpec, Schema, classification_schema
 from tfpipe.errors import InputError
 
 
-def _read_table(path: Path, fmt: str) -> Any:
+# Rows per streamed batch and per plan-hashing chunk: a few MB of Arrow at a time.
+BATCH_ROWS = 65_536
+# Bytes per CSV block: pyarrow's default, so the streaming reader infers types from
+# the same first block as pyarrow.csv.read_csv (tests shrink it).
+CSV_BLOCK_BYTES = 1 << 20
+
+
+def _unreadable(path: Path, fmt: str, exc: Exception) -> InputError:
+    return InputError(f"{path}: cannot read as {fmt}: {exc}")
+
+
+def _csv_reader(path: Path, schema: Any = None) -> Any:
+    import pyarrow.csv as pacsv
+
+    convert = (None if schema is None
+               else pacsv.ConvertOptions(column_types={f.name: f.type for f in schema}))
+    return pacsv.open_csv(path, read_options=pacsv.ReadOptions(block_size=CSV_BLOCK_BYTES),
+                          convert_options=convert)
+
+
+def _csv_schema(path: Path) -> Any:
+    """The column types pyarrow.csv.read_csv gives, one column in memory at a time.
+
+    The streaming reader fixes the types from the first block; read_csv widens
+    a column when a later block needs it (int -> float -> string). Only then is
+    this slower path taken, so the types, and the output, stay read_csv's.
+    """
     import pyarrow as pa
+    import pyarrow.csv as pacsv
 
-    try:
-        if fmt == "csv":
-            import pyarrow.csv as pacsv
+    names = _csv_reader(path).schema.names
+    fields = []
+    for name in names:
+        column = pacsv.read_csv(path, convert_options=pacsv.ConvertOptions(
+            include_columns=[name]))
+        fields.append(column.schema.field(0))
+    return pa.schema(fields)
 
-            return pacsv.read_csv(path)
-        import pyarrow.parquet as pq
 
-        return pq.read_table(path)
-    except (pa.ArrowInvalid, OSError) as exc:
-        raise InputError(f"{path}: cannot read as {fmt}: {exc}") from None
+def _approx_sizes(arr: Any, top: bool = True) -> np.ndarray:
+    """Per-row `_approx_size` of an Arrow array, vectorized: the bytes of strings and
+    binary (characters for text), 8 for any other value, lists summed; a null is 0
+    at the top (not counted) and 8 inside a list (as `_approx_size(None)`)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    if pa.types.is_dictionary(arr.type):
+        arr = arr.dictionary_decode()
+    t = arr.type
+    n = len(arr)
+    if pa.types.is_string(t) or pa.types.is_large_string(t):
+        base = pc.fill_null(pc.utf8_length(arr), 0).to_numpy(zero_copy_only=False)
+    elif pa.types.is_binary(t) or pa.types.is_large_binary(t):
+        base = pc.fill_null(pc.binary_length(arr), 0).to_numpy(zero_copy_only=False)
+    elif pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t):
+        parents = pc.list_parent_indices(arr).to_numpy(zero_copy_only=False)
+        inner = _approx_sizes(pc.list_flatten(arr), top=False)
+        base = np.bincount(parents, weights=inner, minlength=n)
+    else:
+        base = np.full(n, 8)
+    if arr.null_count == 0:
+        return base.astype(np.int64)
+    valid = np.asarray(arr.is_valid().to_numpy(zero_copy_only=False), dtype=bool)
+    return np.where(valid, base, 0 if top else 8).astype(np.int64)
 
 
 def _feature_type(name: str, arrow_type: Any) -> tuple[str, str, list[int] | None]:
@@ -85,6 +152,160 @@ def _approx_size(value: Any) -> int:
     return 8
 
 
+class _RowReader:
+    """Random access to a table's rows by index, a block at a time (picklable, small).
+
+    Parquet: the row groups of the source file (each streamed in batches).
+    CSV: the record batches of the Arrow IPC copy made while scanning.
+    """
+
+    def __init__(self, path: str, kind: str, offsets: np.ndarray, columns: list[str],
+                 dtypes: dict[str, str], display: str, image_column: str | None) -> None:
+        self.path, self.kind, self.offsets = path, kind, offsets  # offsets: block starts + end
+        self.columns, self.dtypes, self.display = columns, dtypes, display
+        self.image_column = image_column
+
+    def _blocks(self, wanted: dict[int, np.ndarray]) -> Iterator[Any]:
+        """Batches holding the rows `wanted[block]` (local indices, sorted), in block order."""
+        if self.kind == "ipc":
+            import pyarrow as pa
+
+            with pa.OSFile(self.path, "rb") as f:
+                reader = pa.ipc.open_file(f)
+                for block, local in sorted(wanted.items()):
+                    yield reader.get_batch(block).take(local)
+            return
+        import pyarrow.parquet as pq
+
+        pf = pq.ParquetFile(self.path)
+        for block, local in sorted(wanted.items()):
+            start = 0
+            for batch in pf.iter_batches(batch_size=BATCH_ROWS, row_groups=[block],
+                                         use_threads=False):
+                lo, hi = np.searchsorted(local, [start, start + batch.num_rows])
+                if hi > lo:
+                    yield batch.take(local[lo:hi] - start)
+                start += batch.num_rows
+
+    def items(self, rows: np.ndarray, sizes: np.ndarray) -> Iterator[Item]:
+        """The Items of `rows` (table row indices), in that order: what enumerating the
+        whole table in memory gave for them (key, size, [index, payload], name)."""
+        import pyarrow as pa
+
+        if len(rows) == 0:
+            return
+        order = np.argsort(rows, kind="stable")
+        ascending = rows[order]
+        block_of = np.searchsorted(self.offsets, ascending, side="right") - 1
+        wanted: dict[int, np.ndarray] = {}  # block -> its rows' local indices, ascending
+        for part in np.split(np.arange(len(ascending)), np.flatnonzero(np.diff(block_of)) + 1):
+            block = int(block_of[part[0]])
+            wanted[block] = ascending[part] - self.offsets[block]
+        table = pa.Table.from_batches(list(self._blocks(wanted))).combine_chunks()
+        at = np.empty(len(rows), dtype=np.int64)  # position in `table` of rows[k]
+        at[order] = np.arange(len(rows))
+        for start in range(0, len(rows), 4096):
+            part = table.take(at[start:start + 4096]).to_pylist()
+            indices = rows[start:start + 4096].tolist()
+            part_sizes = sizes[start:start + 4096].tolist()
+            for index, size, row in zip(indices, part_sizes, part):
+                yield self._item(index, size, row)
+
+    def _item(self, index: int, size: int, row: dict[str, Any]) -> Item:
+        name = f"{self.display} row {index}"
+        if self.image_column is not None:
+            name = f"{name} ({_text(_to_feature(row[self.image_column], 'string'))})"
+        # The payload is the row in feature form (bytes, ints, floats, lists): it
+        # travels to the worker and hashes into the plan, so --resume notices an
+        # edited table.
+        payload = {c: (None if row[c] is None else _to_feature(row[c], self.dtypes[c]))
+                   for c in self.columns}
+        return Item(f"row:{index}", size, [index, payload], name)
+
+
+class TableRows(Sequence[Item]):
+    """Items of some table rows, in a given order, read only when iterated.
+
+    `rows` are table row indices; `sizes` their estimated encoded bytes. Both the
+    enumeration (good rows, table order) and every planned shard (plan order) are
+    one of these: a shard pickles to a worker as two small arrays, and its rows are
+    read when the worker writes it (or the plan's digest hashes it).
+    """
+
+    def __init__(self, reader: _RowReader, rows: np.ndarray, sizes: np.ndarray) -> None:
+        self.reader, self.rows, self.sizes = reader, rows, sizes
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def __iter__(self) -> Iterator[Item]:
+        return self.reader.items(self.rows, self.sizes)
+
+    def __getitem__(self, index: Any) -> Any:
+        if isinstance(index, slice):
+            return TableRows(self.reader, self.rows[index], self.sizes[index])
+        i = range(len(self.rows))[index]
+        return next(self.reader.items(self.rows[i:i + 1], self.sizes[i:i + 1]))
+
+    @property
+    def total_size(self) -> int:
+        return int(self.sizes.sum())
+
+    def plan_shards(self, ratios: dict[str, float], seed: int, shard_size: int) -> Plan:
+        """`_plan.plan_shards` over these rows, on arrays: the same splits, order and cuts.
+
+        Each row's split and order hash are `unit_hash` of its key, as there; the
+        order sorts by (hash, key), ties (equal floats) by the key text as Python does.
+        """
+        names = list(ratios)
+        edges, edge = [], 0.0
+        for name in names:
+            edge += ratios[name]
+            edges.append(edge)
+        n = len(self.rows)
+        split_of = np.empty(n, dtype=np.int16)
+        order_hash = np.empty(n, dtype=np.float64)
+        for start in range(0, n, BATCH_ROWS):
+            keys = [f"row:{i}" for i in self.rows[start:start + BATCH_ROWS].tolist()]
+            u = np.fromiter((unit_hash(seed, "split", k) for k in keys), np.float64, len(keys))
+            # u < edge picks the first split whose cumulative edge is above u
+            split_of[start:start + len(keys)] = np.minimum(
+                np.searchsorted(np.asarray(edges), u, side="right"), len(names) - 1)
+            order_hash[start:start + len(keys)] = np.fromiter(
+                (unit_hash(seed, "order", k) for k in keys), np.float64, len(keys))
+        plan = Plan(splits=names)
+        for s, split in enumerate(names):
+            members = np.flatnonzero(split_of == s)
+            count_rows = len(members)
+            if count_rows == 0:
+                continue
+            members = members[np.argsort(order_hash[members], kind="stable")]
+            _break_ties(members, order_hash, self.rows)
+            rows, sizes = self.rows[members], self.sizes[members]
+            total = int(sizes.sum()) + RECORD_OVERHEAD_BYTES * count_rows
+            count = min(count_rows, max(1, math.ceil(total / shard_size)))
+            for j in range(count):
+                lo, hi = j * count_rows // count, (j + 1) * count_rows // count
+                plan.shards.append(ShardPlan(split, j, count,
+                                             TableRows(self.reader, rows[lo:hi],  # type: ignore[arg-type]
+                                                       sizes[lo:hi])))
+        return plan
+
+
+def _break_ties(members: np.ndarray, order_hash: np.ndarray, rows: np.ndarray) -> None:
+    """Within runs of equal hashes, order by the key text ('row:10' < 'row:9'), in place."""
+    h = order_hash[members]
+    same = np.flatnonzero(h[1:] == h[:-1])  # h[i] == h[i + 1]
+    k = 0
+    while k < len(same):
+        start, stop = int(same[k]), int(same[k]) + 2
+        k += 1
+        while k < len(same) and same[k] == stop - 1:
+            stop, k = stop + 1, k + 1
+        members[start:stop] = sorted(members[start:stop].tolist(),
+                                     key=lambda m: f"row:{rows[m]}")
+
+
 class TableSource(Source):
     """Rows of a CSV or Parquet file; `image_column` paths are embedded as image/encoded."""
 
@@ -95,10 +316,9 @@ class TableSource(Source):
         self.display = Path(path).name
         self.image_column = image_column
         self.label_column = label_column
-        table = _read_table(Path(self.path), fmt)
-        self.columns: list[str] = list(table.column_names)
-        self.arrow_schema = table.schema  # statistics read the file with these types
-        self.num_rows = table.num_rows
+        schema = self._open_schema()
+        self.columns: list[str] = list(schema.names)
+        self.arrow_schema = schema  # statistics read the file with these types
         for role, column in (("image_column", image_column), ("label_column", label_column)):
             if column is not None and column not in self.columns:
                 raise InputError(f"{self.display}: {role} {column!r} is not a column; "
@@ -108,28 +328,138 @@ class TableSource(Source):
             if clash:
                 raise InputError(f"{self.display}: column(s) {', '.join(clash)} clash with "
                                  "the image keys that --image-column adds; rename them")
+        self._scan()  # may widen a CSV column's type (see _csv_schema)
+        schema = self.arrow_schema
+        kinds = []
+        for name, field in zip(schema.names, schema):
+            dtype, kind, shape = _feature_type(name, field.type)
+            if name in (image_column, label_column) and kind != "fixed":
+                raise InputError(f"{self.display}: column {name!r} must hold one value per row")
+            kinds.append((dtype, kind, shape))
         self._specs: list[FeatureSpec] = []
         self._dtypes: dict[str, str] = {}
-        for name, field in zip(table.column_names, table.schema):
-            dtype, kind, shape = _feature_type(name, field.type)
-            column = table.column(name)
-            required = name in (image_column, label_column)
-            if required and kind != "fixed":
-                raise InputError(f"{self.display}: column {name!r} must hold one value per row")
-            if column.null_count and not required and kind == "fixed":
+        for name, (dtype, kind, shape), nulls in zip(schema.names, kinds, self._null_counts):
+            if nulls and name not in (image_column, label_column) and kind == "fixed":
                 # A null cannot be a fixed scalar; var-length keeps the row and the
                 # absence (an empty list) readable instead of inventing a value.
                 kind, shape = "var", None
             self._dtypes[name] = dtype
             self._specs.append(FeatureSpec(name, dtype, shape or [], kind))
-        self._rows: list[dict[str, Any]] = table.to_pylist()
+        self._reader.dtypes = self._dtypes
         self.class_names = self._class_names()
+
+    # ------------------------------------------------------------------ the one scan
+    def _open_schema(self) -> Any:
+        path = Path(self.path)
+        try:
+            if self.kind == "csv":
+                return _csv_reader(path).schema
+            import pyarrow.parquet as pq
+
+            return pq.ParquetFile(path).schema_arrow
+        except Exception as exc:  # noqa: BLE001 - pyarrow raises ArrowInvalid/OSError
+            raise _unreadable(path, self.kind, exc) from None
+
+    def _scan(self) -> None:
+        """Stream the table once: null counts, label values, row sizes, required nulls;
+        a CSV is copied to Arrow IPC on the way for random access by batch."""
+        import pyarrow as pa
+
+        path = Path(self.path)
+        if self.kind != "csv":
+            try:
+                self._scan_batches(None)
+            except (pa.ArrowInvalid, OSError) as exc:
+                raise _unreadable(path, self.kind, exc) from None
+            return
+        try:
+            self._scan_batches(None)
+        except pa.ArrowInvalid:
+            # A later block needs a wider type than the first block gave (or the
+            # file is malformed: _csv_schema then raises the reader's own error).
+            try:
+                self.arrow_schema = _csv_schema(path)
+                self._scan_batches(self.arrow_schema)
+            except (pa.ArrowInvalid, OSError) as exc:
+                raise _unreadable(path, self.kind, exc) from None
+        except OSError as exc:
+            raise _unreadable(path, self.kind, exc) from None
+
+    def _scan_batches(self, csv_schema: Any) -> None:
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        path = Path(self.path)
+        spill = writer = None
+        if self.kind == "csv":
+            self._spill_dir = tempfile.mkdtemp(prefix="tfpipe-table-")
+            # The copy lives as long as this source (the plan's shards read it).
+            self._cleanup = weakref.finalize(self, shutil.rmtree, self._spill_dir, True)
+            spill = os.path.join(self._spill_dir, "rows.arrow")
+            batches: Iterator[Any] = iter(_csv_reader(path, csv_schema))
+        else:
+            import pyarrow.parquet as pq
+
+            pf = pq.ParquetFile(path)
+            batches = pf.iter_batches(batch_size=BATCH_ROWS, use_threads=False)
+        names = self.columns
+        nulls = [0] * len(names)
+        sizes: list[np.ndarray] = []
+        required_null: dict[int, str] = {}  # row -> first null required column
+        labels: set[Any] = set()
+        offsets = [0]
+        start = 0
+        try:
+            for batch in batches:
+                if spill is not None:
+                    if writer is None:
+                        writer = pa.ipc.new_file(spill, batch.schema)
+                    writer.write_batch(batch)
+                    offsets.append(start + batch.num_rows)
+                row_size = np.zeros(batch.num_rows, dtype=np.int64)
+                for i, column in enumerate(batch.columns):
+                    nulls[i] += column.null_count
+                    row_size += _approx_sizes(column)
+                sizes.append(row_size)
+                for name in (self.image_column, self.label_column):
+                    if name is None:
+                        continue
+                    column = batch.column(names.index(name))
+                    if column.null_count:
+                        for r in np.flatnonzero(column.is_null().to_numpy(
+                                zero_copy_only=False)).tolist():
+                            required_null.setdefault(start + r, name)
+                if self.label_column is not None:
+                    labels.update(v for v in pc.unique(batch.column(
+                        names.index(self.label_column))).to_pylist() if v is not None)
+                start += batch.num_rows
+        finally:
+            if writer is not None:
+                writer.close()
+        if spill is not None:
+            if writer is None:  # no rows: an empty copy with the schema
+                pa.ipc.new_file(spill, self.arrow_schema).close()
+            reader = _RowReader(spill, "ipc", np.asarray(offsets, np.int64), names, {},
+                                self.display, self.image_column)
+        else:
+            import pyarrow.parquet as pq
+
+            meta = pq.ParquetFile(path).metadata
+            groups = [meta.row_group(g).num_rows for g in range(meta.num_row_groups)]
+            reader = _RowReader(self.path, "parquet",
+                                np.concatenate([[0], np.cumsum(groups, dtype=np.int64)]),
+                                names, {}, self.display, self.image_column)
+        self._reader = reader
+        self.num_rows = start
+        self._null_counts = nulls
+        self._sizes = np.concatenate(sizes) if sizes else np.zeros(0, np.int64)
+        self._required_null = required_null
+        self._labels = labels
 
     def _class_names(self) -> list[str] | None:
         if self.label_column is None:
             return None
-        values = {row[self.label_column] for row in self._rows
-                  if row[self.label_column] is not None}
+        values = self._labels
         if self._dtypes[self.label_column] == "string":
             return sorted(_to_feature(v, "string").decode("utf-8", "replace") for v in values)
         if self._dtypes[self.label_column] == "int64":
@@ -146,38 +476,57 @@ class TableSource(Source):
 
     def enumerate(self) -> Enumeration:
         out = Enumeration()
-        base = Path(self.path).parent
-        for index, row in enumerate(self._rows):
-            item_name = self._name(index)
-            missing = [c for c in (self.image_column, self.label_column)
-                       if c is not None and row[c] is None]
-            if missing:
-                out.bad.append((Item(f"row:{index}", 0, None, item_name),
-                                f"null in required column {missing[0]!r}"))
-                continue
-            size = sum(_approx_size(v) for v in row.values() if v is not None)
-            if self.image_column is not None:
-                rel = _text(_to_feature(row[self.image_column], "string"))
-                fsize = file_size(base / rel)
-                if fsize is None:
-                    out.bad.append((Item(f"row:{index}", 0, None, item_name),
-                                    f"image file not found: {rel}"))
-                    continue
-                size += fsize
-                item_name = f"{item_name} ({rel})"
-            # The payload is the row in feature form (bytes, ints, floats, lists):
-            # it travels to the worker and hashes into the plan, so --resume notices
-            # an edited table.
-            payload = {name: (None if row[name] is None
-                              else _to_feature(row[name], self._dtypes[name]))
-                       for name in self.columns}
-            out.items.append(Item(f"row:{index}", size, [index, payload], item_name))
+        good = np.ones(self.num_rows, dtype=bool)
+        sizes = self._sizes.copy()
+        bad: dict[int, tuple[Item, str]] = {}
+        for index, column in self._required_null.items():
+            good[index] = False
+            bad[index] = (Item(f"row:{index}", 0, None, self._name(index)),
+                          f"null in required column {column!r}")
+        if self.image_column is not None:
+            base = Path(self.path).parent
+            start = 0
+            for batch in self._column_batches(self.image_column):
+                for r, value in enumerate(batch.to_pylist()):
+                    index = start + r
+                    if value is None:
+                        continue
+                    rel = _text(_to_feature(value, "string"))
+                    fsize = file_size(base / rel)
+                    if fsize is None:
+                        if index not in bad:
+                            good[index] = False
+                            bad[index] = (Item(f"row:{index}", 0, None, self._name(index)),
+                                          f"image file not found: {rel}")
+                        continue
+                    sizes[index] += fsize
+                start += len(batch)
+        out.bad = [bad[i] for i in sorted(bad)]
+        rows = np.flatnonzero(good)
+        out.items = TableRows(self._reader, rows, sizes[rows])  # type: ignore[assignment]
         return out
 
+    def _column_batches(self, name: str) -> Iterator[Any]:
+        """One column of the table, streamed in row order (from the copy for a CSV)."""
+        if self._reader.kind == "ipc":
+            import pyarrow as pa
+
+            with pa.OSFile(self._reader.path, "rb") as f:
+                reader = pa.ipc.open_file(f)
+                for i in range(reader.num_record_batches):
+                    yield reader.get_batch(i).column(self.columns.index(name))
+            return
+        import pyarrow.parquet as pq
+
+        for batch in pq.ParquetFile(self.path).iter_batches(batch_size=BATCH_ROWS,
+                                                            columns=[name]):
+            yield batch.column(0)
+
     def __getstate__(self) -> dict[str, Any]:
-        # Workers get rows through the shard plan, not a copy of the whole table.
+        # Workers get rows through the shard plan (row indices), not the scan's arrays.
         state = dict(self.__dict__)
-        state["_rows"] = []
+        for name in ("_sizes", "_required_null", "_labels", "_cleanup"):
+            state.pop(name, None)
         return state
 
     def schema(self) -> Schema:
