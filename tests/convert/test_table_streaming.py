@@ -433,6 +433,17 @@ def test_planned_shards_carry_row_indices_not_rows(inputs) -> None:
                                                                     ].payload
 
 
+def test_equal_order_hashes_fall_back_to_the_key_text_like_python_sort() -> None:
+    from tfpipe.convert.table import _break_ties
+
+    rows = np.array([9, 10, 3, 100, 7], dtype=np.int32)
+    order_hash = np.array([0.5, 0.5, 0.1, 0.5, 0.9])
+    members = np.array([2, 0, 1, 3, 4], dtype=np.int32)  # sorted by hash; 9, 10, 100 tie
+    _break_ties(members, order_hash, rows)
+    want = sorted(range(5), key=lambda m: (order_hash[m], f"row:{rows[m]}"))
+    assert members.tolist() == want == [2, 1, 3, 0, 4]  # row:10 < row:100 < row:9
+
+
 if __name__ == "__main__":  # print GOLDEN for the converter of this checkout
     with tempfile.TemporaryDirectory() as tmp:
         result = convert_all(make_inputs(Path(tmp) / "in"), Path(tmp) / "out",

@@ -201,7 +201,8 @@ class _RowReader:
         for part in np.split(np.arange(len(ascending)), np.flatnonzero(np.diff(block_of)) + 1):
             block = int(block_of[part[0]])
             wanted[block] = ascending[part] - self.offsets[block]
-        table = pa.Table.from_batches(list(self._blocks(wanted))).combine_chunks()
+        # One shard's rows in Arrow, chunked as read (no combined copy).
+        table = pa.Table.from_batches(list(self._blocks(wanted)))
         at = np.empty(len(rows), dtype=np.int64)  # position in `table` of rows[k]
         at[order] = np.arange(len(rows))
         for start in range(0, len(rows), 4096):
@@ -275,7 +276,7 @@ class TableRows(Sequence[Item]):
                 (unit_hash(seed, "order", k) for k in keys), np.float64, len(keys))
         plan = Plan(splits=names)
         for s, split in enumerate(names):
-            members = np.flatnonzero(split_of == s)
+            members = _compact(np.flatnonzero(split_of == s))
             count_rows = len(members)
             if count_rows == 0:
                 continue
@@ -290,6 +291,14 @@ class TableRows(Sequence[Item]):
                                              TableRows(self.reader, rows[lo:hi],  # type: ignore[arg-type]
                                                        sizes[lo:hi])))
         return plan
+
+
+def _compact(values: np.ndarray) -> np.ndarray:
+    """int32 when every value fits (row indices, row sizes): the plan costs ~4 bytes
+    less per row and field, which is most of its memory on a 20 M-row table."""
+    if len(values) == 0 or (values.min() >= -(1 << 31) and values.max() < (1 << 31)):
+        return values.astype(np.int32)
+    return values
 
 
 def _break_ties(members: np.ndarray, order_hash: np.ndarray, rows: np.ndarray) -> None:
@@ -386,22 +395,30 @@ class TableSource(Source):
             raise _unreadable(path, self.kind, exc) from None
 
     def _scan_batches(self, csv_schema: Any) -> None:
+        path = Path(self.path)
+        if self.kind == "csv":
+            spill_dir = tempfile.mkdtemp(prefix="tfpipe-table-")
+            spill = os.path.join(spill_dir, "rows.arrow")
+            try:
+                self._scan_into(iter(_csv_reader(path, csv_schema)), spill)
+            except BaseException:
+                shutil.rmtree(spill_dir, ignore_errors=True)
+                raise
+            # The copy lives as long as the reader does: the source and every
+            # planned shard hold it (workers get pickled copies, without this hook).
+            self._cleanup = weakref.finalize(self._reader, shutil.rmtree, spill_dir, True)
+            return
+        import pyarrow.parquet as pq
+
+        self._scan_into(pq.ParquetFile(path).iter_batches(batch_size=BATCH_ROWS,
+                                                          use_threads=False), None)
+
+    def _scan_into(self, batches: Iterator[Any], spill: str | None) -> None:
         import pyarrow as pa
         import pyarrow.compute as pc
 
         path = Path(self.path)
-        spill = writer = None
-        if self.kind == "csv":
-            self._spill_dir = tempfile.mkdtemp(prefix="tfpipe-table-")
-            # The copy lives as long as this source (the plan's shards read it).
-            self._cleanup = weakref.finalize(self, shutil.rmtree, self._spill_dir, True)
-            spill = os.path.join(self._spill_dir, "rows.arrow")
-            batches: Iterator[Any] = iter(_csv_reader(path, csv_schema))
-        else:
-            import pyarrow.parquet as pq
-
-            pf = pq.ParquetFile(path)
-            batches = pf.iter_batches(batch_size=BATCH_ROWS, use_threads=False)
+        writer = None
         names = self.columns
         nulls = [0] * len(names)
         sizes: list[np.ndarray] = []
@@ -452,7 +469,7 @@ class TableSource(Source):
         self._reader = reader
         self.num_rows = start
         self._null_counts = nulls
-        self._sizes = np.concatenate(sizes) if sizes else np.zeros(0, np.int64)
+        self._sizes = _compact(np.concatenate(sizes) if sizes else np.zeros(0, np.int64))
         self._required_null = required_null
         self._labels = labels
 
@@ -477,7 +494,7 @@ class TableSource(Source):
     def enumerate(self) -> Enumeration:
         out = Enumeration()
         good = np.ones(self.num_rows, dtype=bool)
-        sizes = self._sizes.copy()
+        sizes = self._sizes.astype(np.int64)  # + image file sizes
         bad: dict[int, tuple[Item, str]] = {}
         for index, column in self._required_null.items():
             good[index] = False
@@ -502,8 +519,8 @@ class TableSource(Source):
                     sizes[index] += fsize
                 start += len(batch)
         out.bad = [bad[i] for i in sorted(bad)]
-        rows = np.flatnonzero(good)
-        out.items = TableRows(self._reader, rows, sizes[rows])  # type: ignore[assignment]
+        rows = _compact(np.flatnonzero(good))
+        out.items = TableRows(self._reader, rows, _compact(sizes[rows]))  # type: ignore[assignment]
         return out
 
     def _column_batches(self, name: str) -> Iterator[Any]:
