@@ -11,9 +11,9 @@ batches finds the schema's nulls, the labels and each row's size (vectorized in
 Arrow); the plan is NumPy arrays of row indices; a shard reads only its rows,
 row group by row group (Parquet) or batch by batch from a temporary Arrow IPC
 copy written during that pass (CSV, which has no random access). Peak memory is
-~40 bytes per row for the plan plus about one shard's rows, whatever the table
-size; the records, manifest and statistics are byte-identical to reading the
-whole table at once (tests/convert/test_table_streaming.py).
+~40 bytes per row for the plan plus about one shard's rows, not the table
+(docs/performance.md); the records, manifest and statistics are byte-identical
+to reading the whole table at once (tests/convert/test_table_streaming.py).
 """
 
 from __future__ import annotations
