@@ -261,6 +261,19 @@ def test_output_is_byte_identical_to_the_pre_streaming_converter(converted, name
     assert converted[1][name] == GOLDEN[name]
 
 
+def test_worker_processes_read_their_shards_rows_byte_identically(inputs, tmp_path) -> None:
+    # Shards pickle to forkserver workers as row indices; a CSV's rows come from
+    # the parent's temporary Arrow copy.
+    from tfpipe.convert import convert
+
+    src, kwargs = CONVERSIONS["csv-stats"]
+    out = tmp_path / "out"
+    convert(inputs[src], out, workers=2, **kwargs)
+    got = {p.relative_to(out).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
+           for p in sorted(out.rglob("*")) if p.is_file()}
+    assert got == GOLDEN["csv-stats"]
+
+
 def _records(path: Path) -> list[bytes]:
     """TFRecord framing read by hand: u64 length, u32 crc, data, u32 crc."""
     data, out, at = path.read_bytes(), [], 0
@@ -387,13 +400,13 @@ def test_csv_column_widened_in_a_later_block_keeps_read_csv_types(tmp_path: Path
     from tfpipe.convert import table as table_mod
 
     path = tmp_path / "wide.csv"
-    _write_widening_csv(path, 3000)
-    whole = convert(path, tmp_path / "one-block", shard_size="8KB", workers=1)
-    monkeypatch.setattr(table_mod, "CSV_BLOCK_BYTES", 2048)  # ~15 blocks
+    _write_widening_csv(path, 1500)
+    whole = convert(path, tmp_path / "one-block", shard_size="32KB", workers=1)
+    monkeypatch.setattr(table_mod, "CSV_BLOCK_BYTES", 1024)  # ~12 blocks
     source = make_source(path)
     assert source.arrow_schema == pacsv.read_csv(path).schema
     assert source.arrow_schema.field("x").type == pa.float64()
-    blocks = convert(path, tmp_path / "blocks", shard_size="8KB", workers=1)
+    blocks = convert(path, tmp_path / "blocks", shard_size="32KB", workers=1)
     assert len(blocks.splits["train"].shards) > 3
     assert tree(tmp_path / "blocks") == tree(tmp_path / "one-block")
     assert whole.schema.to_json() == blocks.schema.to_json()
