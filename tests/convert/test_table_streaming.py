@@ -266,12 +266,27 @@ def test_worker_processes_read_their_shards_rows_byte_identically(inputs, tmp_pa
     # the parent's temporary Arrow copy.
     from tfpipe.convert import convert
 
-    src, kwargs = CONVERSIONS["csv-stats"]
+    src, kwargs = CONVERSIONS["img-csv"]
     out = tmp_path / "out"
-    convert(inputs[src], out, workers=2, **kwargs)
+    m = convert(inputs[src], out, workers=2, **kwargs)
+    assert len(m.splits["train"].shards) >= 2
     got = {p.relative_to(out).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
            for p in sorted(out.rglob("*")) if p.is_file()}
-    assert got == GOLDEN["csv-stats"]
+    assert got == GOLDEN["img-csv"]
+
+
+def test_resume_of_a_finished_table_run_rewrites_a_damaged_shard(inputs, tmp_path) -> None:
+    from tfpipe.convert import convert
+
+    src, kwargs = CONVERSIONS["img-parquet"]  # with bad rows listed as skipped
+    out = tmp_path / "out"
+    convert(inputs[src], out, workers=1, **kwargs)
+    shard = sorted(out.glob("train-*.tfrecord"))[0]
+    shard.write_bytes(b"damaged")
+    convert(inputs[src], out, workers=1, resume=True, **kwargs)
+    got = {p.relative_to(out).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
+           for p in sorted(out.rglob("*")) if p.is_file()}
+    assert got == GOLDEN["img-parquet"]
 
 
 def _records(path: Path) -> list[bytes]:

@@ -143,9 +143,12 @@ def _completed_from_manifest(out: Path, plan: Plan, compression: str | None,
         raise ConfigError(
             f"{out}: holds a dataset converted from different inputs or settings, so "
             "--resume cannot reuse it; convert into a fresh output directory (or delete it)")
-    # Skipped inputs are listed per split; the plan says which shard each came from.
+    # Skipped inputs are listed per split; the plan says which shard each came from
+    # (only those are looked up: a table's shards read their rows to list them).
+    skipped = {skip.input for info in manifest.splits.values() for skip in info.skipped}
     shard_of = {item.label: shard_name(s.split, s.index, s.count, compression)
-                for s in plan.shards for item in s.items}
+                for s in plan.shards for item in (s.items if skipped else ())
+                if item.label in skipped}
     stats = manifest.settings.get("shard_stats", {})
     done: dict[str, ShardResult] = {}
     for split, info in manifest.splits.items():
