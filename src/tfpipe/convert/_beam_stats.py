@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from tfpipe.convert._plan import Plan, canonical_json
-from tfpipe.convert._table_stats import STATS_SPLIT, stats_columns
+from tfpipe.convert._table_stats import STATS_SPLIT, stats_columns, train_rows
 from tfpipe.convert.beam import _bytes_hook, _import_beam, _pipeline_error
 from tfpipe.convert.table import TableSource
 from tfpipe.errors import InputError, TfpipeError
@@ -110,11 +110,11 @@ def beam_statistics(source: TableSource, plan: Plan, out: str, *, runner: str,
     reference = compute_statistics(source.arrow_schema.empty_table(), columns=columns,
                                    top_k=top_k, num_quantiles=num_quantiles)
     template = TableAccumulator.for_schema(source.arrow_schema, columns)
-    items = sorted((item for shard in plan.shards if shard.split == STATS_SPLIT
-                    for item in shard.items), key=lambda it: it.payload[0])
+    # Train rows in table order, read a chunk at a time (never all at once).
+    train = train_rows(plan)
     chunks = 0
-    for start in range(0, len(items), chunk_rows):
-        rows = [item.payload[1] for item in items[start:start + chunk_rows]]
+    for start in range(0, len(train), chunk_rows):
+        rows = [item.payload[1] for item in source.read_rows(train[start:start + chunk_rows])]
         _chunk_path(out_path, chunks).write_text(canonical_json(rows) + "\n")
         chunks += 1
     job = _StatsJob(str(out_path), template, top_k, num_quantiles, STATS_SPLIT,

@@ -523,6 +523,12 @@ class TableSource(Source):
         out.items = TableRows(self._reader, rows, _compact(sizes[rows]))  # type: ignore[assignment]
         return out
 
+    def read_rows(self, rows: np.ndarray) -> Iterator[Item]:
+        """The Items of table rows `rows`, in that order, read a block at a time
+        (their `size` is 0: for callers that want the payloads, e.g. Beam statistics)."""
+        rows = np.asarray(rows, dtype=np.int64)
+        return self._reader.items(rows, np.zeros(len(rows), dtype=np.int64))
+
     def _column_batches(self, name: str) -> Iterator[Any]:
         """One column of the table, streamed in row order (from the copy for a CSV)."""
         if self._reader.kind == "ipc":
