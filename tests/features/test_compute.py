@@ -163,3 +163,43 @@ def test_types_nan_select_and_errors():
         compute_statistics(table, num_quantiles=1)
     empty = compute_statistics(table.slice(0, 0), columns=["f"])
     assert empty.column("f").numeric.count == 0 and math.isnan(empty.column("f").numeric.mean)
+
+
+def test_merge_order_changes_sketches_only_within_their_bounds(big):
+    """What the Beam combiner does: partial accumulators merged in any grouping."""
+    price = big.select(["price", "category"])
+    parts = [price.slice(i * 23_000, 23_000).combine_chunks().to_batches()[0]
+             for i in range(9)]
+    accs = []
+    for batch in parts:
+        acc = TableAccumulator.for_schema(price.schema, sketch_k=128)
+        acc.add_batch(batch)
+        accs.append(acc)
+    order = np.random.default_rng(0).permutation(len(accs))
+    left = accs[order[0]]
+    for i in order[1:5]:
+        left.merge(accs[i])
+    right = accs[order[5]]
+    for i in order[6:]:
+        right.merge(accs[i])
+    merged = right.merge(left).result(top_k=12, num_quantiles=20, split="train", source="t",
+                                      settings={})
+    one = compute_statistics(price, top_k=12, num_quantiles=20, sketch_k=128)
+    assert merged.column("category").categorical == one.column("category").categorical
+    a, b = one.column("price").numeric, merged.column("price").numeric
+    assert (a.count, a.min, a.max) == (b.count, b.min, b.max)
+    assert b.mean == pytest.approx(a.mean, rel=1e-12) and b.std == pytest.approx(a.std, rel=1e-9)
+    x = np.sort(big.column("price").to_numpy().astype(np.float32).astype(np.float64))
+    target = x.size * np.arange(1, 20) / 20
+    for num in (a, b):
+        q = np.asarray(num.quantiles)
+        assert np.all(np.searchsorted(x, q, "left") <= target + num.quantile_rank_error)
+        assert np.all(np.searchsorted(x, q, "right") >= target - num.quantile_rank_error)
+    # So the two agree within the sum of their bounds, measured in ranks (a value's
+    # ranks are an interval [values below, values at or below]: prices repeat).
+    qa, qb = np.asarray(a.quantiles), np.asarray(b.quantiles)
+    lo_a, hi_a = np.searchsorted(x, qa, "left"), np.searchsorted(x, qa, "right")
+    lo_b, hi_b = np.searchsorted(x, qb, "left"), np.searchsorted(x, qb, "right")
+    gap = np.maximum(0, np.maximum(lo_b - hi_a, lo_a - hi_b))
+    assert a.quantiles != b.quantiles  # the grouping did change the sketch
+    assert np.all(gap <= a.quantile_rank_error + b.quantile_rank_error)

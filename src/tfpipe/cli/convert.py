@@ -48,12 +48,19 @@ from tfpipe.cli._console import console, progress, table, text
 @click.option("--pipeline-options", default=None, metavar="'FLAGS'",
               help="Beam pipeline options as one quoted string, e.g. "
                    "'--direct_running_mode=multi_processing --direct_num_workers=2'.")
+@click.option("--stats", is_flag=True,
+              help="csv/parquet: per-column statistics of the train split into "
+                   "OUT/statistics.json (docs/tabular.md).")
+@click.option("--stats-top-k", type=click.IntRange(min=1), default=10_000, show_default=True,
+              help="--stats: vocabulary size per categorical column.")
+@click.option("--stats-quantiles", type=click.IntRange(min=2), default=100, show_default=True,
+              help="--stats: quantile bins per numeric column.")
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON summary.")
 def command(src: str, out: str, fmt: str, split: str | None, shard_size: str,
             compression: str, workers: int | None, on_error: str, resume: bool, seed: int,
             image_column: str | None, label_column: str | None, images_dir: str | None,
             invalid_boxes: str, runner: str, pipeline_options: str | None,
-            as_json: bool) -> None:
+            stats: bool, stats_top_k: int, stats_quantiles: int, as_json: bool) -> None:
     """Convert SRC (image folder, CSV, Parquet or COCO JSON) into shards under OUT.
 
     A failed run (a bad input under --on-error raise, Ctrl-C, a crash) leaves
@@ -69,7 +76,9 @@ def command(src: str, out: str, fmt: str, split: str | None, shard_size: str,
                                resume=resume, seed=seed, image_column=image_column,
                                label_column=label_column, images=images_dir,
                                invalid_boxes=invalid_boxes, progress=update,
-                               runner=runner, pipeline_options=pipeline_options)
+                               runner=runner, pipeline_options=pipeline_options,
+                               stats=stats, stats_top_k=stats_top_k,
+                               stats_quantiles=stats_quantiles)
     except TfpipeError as exc:
         click.echo(f"error: {exc}", err=True)  # unwrapped: scripts grep it
         sys.exit(1)
@@ -84,6 +93,10 @@ def command(src: str, out: str, fmt: str, split: str | None, shard_size: str,
                     right=["records", "shards", "bytes", "skipped"]))
     if manifest.class_names:
         con.print(text(f"{len(manifest.class_names)} classes"))
+    if "statistics" in manifest.settings:
+        ref = manifest.settings["statistics"]
+        con.print(text(f"statistics of the {ref['split']} split: {out}/{ref['file']} "
+                       f"(sha256 {ref['sha256'][:12]})"))
     for name, row in summary["splits"].items():
         if "boxes" in row:
             b = row["boxes"]

@@ -29,6 +29,7 @@ VERBS: dict[str, tuple[str, str]] = {
     "doctor": ("tfpipe.cli.doctor", "Find anti-patterns in any tf.data pipeline."),
     "export": ("tfpipe.cli.export", "SavedModel with the eval preprocessing + TF Serving files."),
     "service": ("tfpipe.cli.service", "Start a tf.data service dispatcher or worker."),
+    "drift": ("tfpipe.cli.drift", "Compare new data with the stored train statistics."),
     "sample-data": ("tfpipe.cli.sample_data", "Generate sample data: a synthetic CTR table, image folders."),
 }
 

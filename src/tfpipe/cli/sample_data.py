@@ -17,12 +17,21 @@ def command() -> None:
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--weeks", type=click.IntRange(min=1), default=4, show_default=True,
               help="Weeks the timestamps span.")
-def ctr(out: str, rows: int, seed: int, weeks: int) -> None:
+@click.option("--world-seed", type=int, default=None,
+              help="Seed of the users and items [default: --seed]; keep it and change "
+                   "--seed for another sample of the same distribution.")
+@click.option("--users", type=click.IntRange(min=1), default=None,
+              help="Number of users [default: rows/20, at least 100].")
+@click.option("--items", type=click.IntRange(min=1), default=None,
+              help="Number of items [default: rows/100, at least 50].")
+def ctr(out: str, rows: int, seed: int, weeks: int, world_seed: int | None,
+        users: int | None, items: int | None) -> None:
     """A synthetic click-through-rate table OUT (.parquet or .csv), streamed in chunks."""
     from tfpipe.features import make_ctr_table
 
     try:
-        path = make_ctr_table(out, rows, seed=seed, weeks=weeks)
+        path = make_ctr_table(out, rows, seed=seed, weeks=weeks, world_seed=world_seed,
+                              num_users=users, num_items=items)
     except ValueError as exc:
         raise click.BadParameter(str(exc), param_hint="OUT") from None
     click.echo(f"wrote {rows} rows to {path}")

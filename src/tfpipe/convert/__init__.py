@@ -20,6 +20,7 @@ from tfpipe.convert._source import Source
 from tfpipe.convert._tfds import write_tfds_metadata
 from tfpipe.convert.beam import RUNNERS, check_paths, pipeline_flags, run_beam
 from tfpipe.convert._summary import conversion_summary
+from tfpipe.convert._table_stats import attach_statistics, check_stats_request, local_statistics
 from tfpipe.convert.coco import BOX_POLICIES, CocoSource, looks_like_coco
 from tfpipe.convert.folder import FolderSource
 from tfpipe.convert.table import TableSource
@@ -96,7 +97,8 @@ def convert(src: str | os.PathLike[str], out: str | os.PathLike[str], *,
             seed: int = 0, image_column: str | None = None, label_column: str | None = None,
             images: str | os.PathLike[str] | None = None, invalid_boxes: str = "clip",
             progress: Callable[[int, int], None] | None = None, runner: str = "local",
-            pipeline_options: str | Sequence[str] | None = None) -> Manifest:
+            pipeline_options: str | Sequence[str] | None = None, stats: bool = False,
+            stats_top_k: int = 10_000, stats_quantiles: int = 100) -> Manifest:
     """Convert `src` into shards + manifest.json under `out`; return the manifest.
 
     - format: auto | folder | csv | parquet | coco.
@@ -116,6 +118,11 @@ def convert(src: str | os.PathLike[str], out: str | os.PathLike[str], *,
       (Apache Beam, `tfpipe[beam]`): the same plan and byte-identical output.
       pipeline_options: Beam flags, one shell-quoted string or a list
       (docs/scale.md).
+    - stats: tables only: per-column statistics of the train split (the rows the
+      plan puts in train shards) into `out/statistics.json`, its hash in the
+      manifest's settings.statistics; stats_top_k / stats_quantiles: vocabulary
+      size and number of quantile bins (docs/tabular.md). On a Beam runner they
+      are computed by a Beam combiner.
     """
     if on_error not in ON_ERROR:
         raise ConfigError(f"on_error must be one of {', '.join(ON_ERROR)}, got {on_error!r}")
@@ -143,6 +150,8 @@ def convert(src: str | os.PathLike[str], out: str | os.PathLike[str], *,
 
     source = make_source(src, format, image_column=image_column, label_column=label_column,
                          images=images, invalid_boxes=invalid_boxes)
+    if stats:
+        check_stats_request(source, ratios)
     enumeration = source.enumerate()
     # Under on_error="raise", inputs found bad here are reported together with
     # those found while writing (execute), so one run names every bad input.
@@ -155,13 +164,28 @@ def convert(src: str | os.PathLike[str], out: str | os.PathLike[str], *,
     settings = {"split": ratios, "seed": seed, "shard_size": size, "on_error": on_error}
     if runner != "local":
         # The runner is not recorded: it changes nothing in the output.
-        return run_beam(source, enumeration, plan, out, settings=settings,
-                        compression=compression, on_error=on_error, resume=resume,
-                        split_of=lambda key: assign_split(key, ratios, seed), runner=runner,
-                        flags=flags, progress=progress)
-    if workers is None:
-        workers = default_workers(sum(it.size for it in enumeration.items))
-    return execute(source, enumeration, plan, out, settings=settings,
-                   compression=compression, workers=workers, on_error=on_error,
-                   resume=resume, split_of=lambda key: assign_split(key, ratios, seed),
-                   progress=progress)
+        manifest = run_beam(source, enumeration, plan, out, settings=settings,
+                            compression=compression, on_error=on_error, resume=resume,
+                            split_of=lambda key: assign_split(key, ratios, seed),
+                            runner=runner, flags=flags, progress=progress)
+    else:
+        if workers is None:
+            workers = default_workers(sum(it.size for it in enumeration.items))
+        manifest = execute(source, enumeration, plan, out, settings=settings,
+                           compression=compression, workers=workers, on_error=on_error,
+                           resume=resume, split_of=lambda key: assign_split(key, ratios, seed),
+                           progress=progress)
+    if stats:
+        # After the manifest: the dataset is complete first; the manifest is then
+        # re-saved with the statistics' hash (settings.statistics).
+        if runner != "local":
+            from tfpipe.convert._beam_stats import beam_statistics
+
+            table_stats = beam_statistics(source, plan, os.fspath(out), runner=runner,
+                                          flags=flags, top_k=stats_top_k,
+                                          num_quantiles=stats_quantiles)
+        else:
+            table_stats = local_statistics(source, plan, top_k=stats_top_k,
+                                           num_quantiles=stats_quantiles)
+        manifest = attach_statistics(out, table_stats)
+    return manifest

@@ -97,6 +97,8 @@ class TableSource(Source):
         self.label_column = label_column
         table = _read_table(Path(self.path), fmt)
         self.columns: list[str] = list(table.column_names)
+        self.arrow_schema = table.schema  # statistics read the file with these types
+        self.num_rows = table.num_rows
         for role, column in (("image_column", image_column), ("label_column", label_column)):
             if column is not None and column not in self.columns:
                 raise InputError(f"{self.display}: {role} {column!r} is not a column; "

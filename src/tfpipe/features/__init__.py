@@ -10,6 +10,8 @@ import importlib
 from typing import Any
 
 from tfpipe.features._compute import TableAccumulator, column_dtype, compute_statistics
+from tfpipe.features._drift import (ColumnDrift, DriftReport, DriftThresholds, TransformHealth,
+                                    drift, js_divergence, load_drift_config, psi)
 from tfpipe.features._stats import (STATISTICS_FILE, STATISTICS_VERSION, CategoricalStats,
                                     ColumnStats, NumericStats, Statistics)
 from tfpipe.features._stats_io import read_statistics, write_statistics
@@ -35,6 +37,9 @@ def __getattr__(name: str) -> Any:
 
 __all__ = ["TableAccumulator", "column_dtype", "compute_statistics", "STATISTICS_FILE", "STATISTICS_VERSION", "CategoricalStats", "ColumnStats",
            "NumericStats", "Statistics", "read_statistics", "write_statistics",
+           # drift
+           "ColumnDrift", "DriftReport", "DriftThresholds", "TransformHealth", "drift",
+           "js_divergence", "load_drift_config", "psi",
            # synthetic CTR table
            "CATEGORIES", "ctr_batches", "ctr_schema", "ctr_table", "make_ctr_table",
            # transforms

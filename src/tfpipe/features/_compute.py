@@ -44,6 +44,40 @@ def column_dtype(arrow_type: Any) -> str | None:
     return None
 
 
+def numeric_values(array: Any, dtype: str) -> tuple[np.ndarray, int]:
+    """(non-missing values as float64, missing count) of a numeric column chunk.
+
+    float32 columns: the value the record holds (float32), then NaN counts as missing.
+    """
+    import pyarrow as pa
+
+    if pa.types.is_dictionary(array.type):
+        array = array.dictionary_decode()
+    if dtype == "int64":
+        present = array.cast(pa.int64()).drop_null()
+        return present.to_numpy(zero_copy_only=False).astype(np.float64), \
+            len(array) - len(present)
+    values = array.cast(pa.float64()).drop_null()
+    x = values.to_numpy(zero_copy_only=False).astype(np.float32).astype(np.float64)
+    nan = np.isnan(x)
+    missing = len(array) - len(values) + int(nan.sum())
+    return (x[~nan] if nan.any() else x), missing
+
+
+def string_values(array: Any) -> tuple[Any, int]:
+    """(non-missing values as a binary Arrow array, missing count) of a string column chunk."""
+    import pyarrow as pa
+
+    if pa.types.is_dictionary(array.type):
+        array = array.dictionary_decode()
+    if not (pa.types.is_binary(array.type) or pa.types.is_large_binary(array.type)):
+        array = array.cast(pa.large_binary() if pa.types.is_large_string(array.type)
+                           else pa.binary())
+    array = array.cast(pa.binary())
+    present = array.drop_null()
+    return present, len(array) - len(present)
+
+
 @dataclass
 class ColumnAccumulator:
     name: str
@@ -65,28 +99,13 @@ class ColumnAccumulator:
         if pa.types.is_dictionary(array.type):
             array = array.dictionary_decode()
         if self.dtype == "string":
-            if not (pa.types.is_binary(array.type) or pa.types.is_large_binary(array.type)):
-                array = array.cast(pa.large_binary() if pa.types.is_large_string(array.type)
-                                   else pa.binary())
-            array = array.cast(pa.binary())
-            present = array.drop_null()
-            self.frequency.add(present, len(array) - len(present))
-            return
-        if self.dtype == "int64":
-            array = array.cast(pa.int64())
-            present = array.drop_null()
-            missing = len(array) - len(present)
-            self.numeric.add(present.to_numpy(zero_copy_only=False), missing)
+            present, missing = string_values(array)
             self.frequency.add(present, missing)
             return
-        # float32: the value the record holds, then NaN counts as missing.
-        values = array.cast(pa.float64()).drop_null()
-        nulls = len(array) - len(values)
-        x = values.to_numpy(zero_copy_only=False).astype(np.float32).astype(np.float64)
-        nan = np.isnan(x)
-        if nan.any():
-            x = x[~nan]
-        self.numeric.add(x, nulls + int(nan.sum()))
+        values, missing = numeric_values(array, self.dtype)
+        self.numeric.add(values, missing)
+        if self.dtype == "int64":
+            self.frequency.add(array.cast(pa.int64()).drop_null(), missing)
 
     def merge(self, other: ColumnAccumulator) -> None:
         if self.numeric is not None:
@@ -156,9 +175,13 @@ def _check_int(name: str, value: Any, low: int) -> int:
     return value
 
 
-def iter_batches(source: Any, chunk_rows: int, columns: list[str] | None = None
-                 ) -> tuple[Any, Iterator[Any], str]:
-    """(schema, RecordBatch iterator, display name) of a path, Table, RecordBatch or iterable."""
+def iter_batches(source: Any, chunk_rows: int, columns: list[str] | None = None,
+                 column_types: Any = None) -> tuple[Any, Iterator[Any], str]:
+    """(schema, RecordBatch iterator, display name) of a path, Table, RecordBatch or iterable.
+
+    column_types (a pyarrow Schema) fixes the CSV column types: the streaming
+    reader otherwise infers them from the first block only.
+    """
     import pyarrow as pa
 
     if isinstance(source, (str, os.PathLike)):
@@ -171,9 +194,12 @@ def iter_batches(source: Any, chunk_rows: int, columns: list[str] | None = None
                 import pyarrow.csv as pacsv
 
                 # block_size bounds what the streaming reader holds at once.
+                types = ({f.name: f.type for f in column_types}
+                         if column_types is not None else None)
                 reader = pacsv.open_csv(path, read_options=pacsv.ReadOptions(
                     block_size=max(1 << 20, min(chunk_rows * 64, 1 << 28))),
-                    convert_options=pacsv.ConvertOptions(include_columns=columns))
+                    convert_options=pacsv.ConvertOptions(include_columns=columns,
+                                                         column_types=types))
                 return reader.schema, _rechunk(reader, chunk_rows), path.name
             if suffix in (".parquet", ".pq"):
                 import pyarrow.parquet as pq
@@ -204,6 +230,16 @@ def iter_batches(source: Any, chunk_rows: int, columns: list[str] | None = None
     return first.schema, chain(), "batches"
 
 
+def _reading(batches: Iterator[Any], name: str) -> Iterator[Any]:
+    """Batches, with a read error mid-file as an InputError naming the file."""
+    import pyarrow as pa
+
+    try:
+        yield from batches
+    except (pa.ArrowInvalid, OSError) as exc:
+        raise InputError(f"{name}: cannot read as a table: {exc}") from None
+
+
 def _rechunk(reader: Any, chunk_rows: int) -> Iterator[Any]:
     for batch in reader:
         for start in range(0, batch.num_rows, chunk_rows):
@@ -214,7 +250,8 @@ def compute_statistics(source: Any, *, columns: Iterable[str] | None = None,
                        top_k: int = 10_000, num_quantiles: int = 100,
                        chunk_rows: int = 1_000_000, split: str = "train",
                        select: Select | None = None, sketch_k: int = DEFAULT_SKETCH_K,
-                       max_exact_unique: int = DEFAULT_MAX_EXACT) -> Statistics:
+                       max_exact_unique: int = DEFAULT_MAX_EXACT,
+                       column_types: Any = None) -> Statistics:
     """Per-column statistics of `source`, streaming in chunks of `chunk_rows` rows.
 
     source: a .csv / .parquet path, a pyarrow Table or RecordBatch, or an
@@ -222,7 +259,8 @@ def compute_statistics(source: Any, *, columns: Iterable[str] | None = None,
     statistics, floats numeric, strings categorical (see docs/tabular.md for
     the approximation bounds). `select(start, stop)` returns the boolean mask
     of the rows of [start, stop) to count (the converter passes its train
-    split); `split` is recorded as given.
+    split); `split` is recorded as given. `column_types` (a pyarrow Schema)
+    fixes the types of a CSV's columns (default: inferred from its first block).
     """
     _check_int("top_k", top_k, 1)
     _check_int("num_quantiles", num_quantiles, 2)
@@ -230,13 +268,13 @@ def compute_statistics(source: Any, *, columns: Iterable[str] | None = None,
     _check_int("sketch_k", sketch_k, 2)
     _check_int("max_exact_unique", max_exact_unique, top_k)
     wanted = None if columns is None else list(columns)
-    schema, batches, name = iter_batches(source, chunk_rows, wanted)
+    schema, batches, name = iter_batches(source, chunk_rows, wanted, column_types)
     acc = TableAccumulator.for_schema(schema, wanted, sketch_k=sketch_k,
                                       max_exact_unique=max_exact_unique)
     import pyarrow as pa
 
     start = 0
-    for batch in batches:
+    for batch in _reading(batches, name):
         stop = start + batch.num_rows
         if select is not None:
             mask = np.asarray(select(start, stop), dtype=bool)

@@ -14,7 +14,12 @@ Columns (one row = one ad impression):
 | `position` | int64 | ad slot 1..10, geometric |
 | `label` | int64 | Bernoulli(logistic(hour + log price + category + user x category affinity + position)) |
 
-The table depends only on (`rows`, `seed`, `num_users`, `num_items`, `weeks`):
+`world_seed` (default: `seed`) draws the users and items (ids, categories,
+prices, tastes); `seed` the impressions. Two tables with the same world seed
+and different seeds are two samples of one distribution (drift tests, a
+"next week" table for `tfpipe drift`).
+
+The table depends only on (`rows`, `seed`, `world_seed`, `num_users`, `num_items`, `weeks`):
 rows are drawn in fixed blocks of 65,536 from a generator keyed by (seed, block),
 so any `chunk_rows` gives the same rows and 20 M rows never sit in memory.
 """
@@ -108,7 +113,7 @@ def _block(world: _World, seed: int, index: int, n: int, weeks: int) -> dict[str
 
 def ctr_batches(rows: int, *, seed: int = 0, chunk_rows: int = _BLOCK,
                 num_users: int | None = None, num_items: int | None = None,
-                weeks: int = 4) -> Iterator[Any]:
+                weeks: int = 4, world_seed: int | None = None) -> Iterator[Any]:
     """Yield the CTR table as pyarrow RecordBatches of at most `chunk_rows` rows."""
     import pyarrow as pa
 
@@ -116,7 +121,7 @@ def ctr_batches(rows: int, *, seed: int = 0, chunk_rows: int = _BLOCK,
         raise ValueError(f"rows must be >= 0 and chunk_rows >= 1, got {rows}, {chunk_rows}")
     num_users = num_users or max(100, min(2_000_000, rows // 20))
     num_items = num_items or max(50, min(500_000, rows // 100))
-    world = _World(seed, num_users, num_items)
+    world = _World(seed if world_seed is None else world_seed, num_users, num_items)
     schema = ctr_schema()
     cats = pa.array(CATEGORIES)
     devs = pa.array(DEVICES)
