@@ -106,9 +106,12 @@ class Tabular:
                           skip_framing=s.on_error == "skip", parallel=s.read_parallel)
         if self.elem_shard:
             ds = ds.shard(self.worker[1], self.worker[0])
-        return ds.map(lambda shard, index, record: record)
+        # (shard, record index, serialized) travel together into the batch: no
+        # per-record map; parse() takes the batched triple
+        return ds
 
-    def parse(self, serialized: tf.Tensor) -> tuple[dict[str, tf.Tensor], tf.Tensor]:
+    def parse(self, shard: tf.Tensor, index: tf.Tensor, serialized: tf.Tensor
+              ) -> tuple[dict[str, tf.Tensor], tf.Tensor]:
         """A batch of serialized Examples -> (transformed features, label)."""
         parsed = tf.io.parse_example(serialized, self.spec)
         label = parsed.pop(self.label)
