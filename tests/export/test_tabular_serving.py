@@ -69,7 +69,7 @@ def raw_columns(examples: list[bytes], transforms) -> dict[str, np.ndarray]:
 @pytest.fixture(scope="module")
 def world(tmp_path_factory):
     root = tmp_path_factory.mktemp("tabexp")
-    _, data = make_ctr_dataset(root, rows=1500)
+    _, data = make_ctr_dataset(root, rows=1000)
     cfg = load_config({"seed": 1, "data": {"path": data},
                        "pipeline": {"batch_size": 128, "shuffle_buffer": 500},
                        "features": CTR_FEATURES})

@@ -25,7 +25,7 @@ BATCH = 128
 
 @pytest.fixture(scope="module")
 def data(tmp_path_factory):
-    return make_ctr_dataset(tmp_path_factory.mktemp("ctr"), rows=1500)[1]
+    return make_ctr_dataset(tmp_path_factory.mktemp("ctr"), rows=1000)[1]
 
 
 def cfg(path, **pipe):
