@@ -201,3 +201,33 @@ def test_fresh_process_serves_the_same_predictions(world, tmp_path):
     assert meta["preprocessing"]["kind"] == "tabular"
     assert (Path(world["export"].out_dir) / "models.config").exists()
     shutil.rmtree(world["root"] / "export", ignore_errors=True)
+
+
+def test_tabular_request_checks_columns_and_fills_masks(world):
+    from tfpipe.errors import ConfigError
+    from tfpipe.export import tabular_request
+
+    vdir = world["export"].version_dir
+    transforms = tabular_transforms(world["cfg"])
+    cols = {c: ([b"books", None] if s.dtype == tf.string else
+                [1.5, 2.0] if s.dtype == tf.float32 else [3, None])
+            for c, s in transforms.raw_spec.items() if c in transforms.nullable}
+    cols.update({c: ([b"books", b"never-seen"] if s.dtype == tf.string else
+                     [1.5, 2.0] if s.dtype == tf.float32 else [3, 4])
+                 for c, s in transforms.raw_spec.items() if c not in transforms.nullable})
+    req = tabular_request(vdir, cols)
+    for c in transforms.nullable:
+        assert req[c + "__missing"].tolist() == [False, cols[c][1] is None]
+    served = world["loaded"].signatures["preprocess"](**{k: tf.constant(v) for k, v in req.items()})
+    # the same as the layer itself on the same rows: a null is index 0 / imputed
+    direct = transforms({k: tf.constant(v) for k, v in req.items()})
+    for k in direct:
+        assert direct[k].numpy().tobytes() == served[k].numpy().tobytes(), k
+    with pytest.raises(ConfigError, match=r"missing column\(s\) \['price'\].*price \(float32\)"):
+        tabular_request(vdir, {k: v for k, v in cols.items() if k != "price"})
+    with pytest.raises(ConfigError, match="column 'price' row 1: expected float32, got 'x'"):
+        tabular_request(vdir, dict(cols, price=[1.0, "x"]))
+    with pytest.raises(ConfigError, match="column 'category' row 0: null, but 'category' cannot"):
+        tabular_request(vdir, dict(cols, category=[None, b"a"]))
+    with pytest.raises(ConfigError, match="unknown column"):
+        tabular_request(vdir, dict(cols, extra=[1, 2]))

@@ -126,3 +126,59 @@ def export_tabular(config: Any, model: Any, out_dir: str | os.PathLike[str], ver
                                  files=[sf.MODELS_CONFIG, sf.BATCHING_FILE])
         result.serving_files = {"models_config": str(mc), "batching_parameters": str(bp)}
     return result
+
+
+_NP = {"float32": "float32", "int64": "int64", "string": "object", "bool": "bool"}
+
+
+def tabular_request(version_dir: str | os.PathLike[str], columns: dict[str, Any]
+                    ) -> dict[str, Any]:
+    """Raw columns -> the exported `serving_default`'s inputs (NumPy arrays), checked.
+
+    `columns`: column name -> list of values, `None` for a missing value (the mask
+    `<column>__missing` is filled in). Reads the signature table of the export's
+    manifest, so every error names the column, the row and the dtype the model
+    takes: a missing or unknown column, a value of the wrong type, a null in a
+    column that cannot be missing, columns of different lengths.
+    """
+    import json
+
+    import numpy as np
+
+    meta = json.loads((Path(version_dir) / _manifest.MANIFEST).read_text())
+    inputs = meta["signatures"]["serving_default"]["inputs"]
+    masks = {k[: -len("__missing")] for k in inputs if k.endswith("__missing")}
+    wanted = [k for k in inputs if not (k.endswith("__missing") and k[:-9] in inputs)]
+    absent = [c for c in wanted if c not in columns]
+    unknown = [c for c in columns if c not in inputs]
+    if absent or unknown:
+        parts = ([f"missing column(s) {absent}"] if absent else []) + (
+            [f"unknown column(s) {unknown}"] if unknown else [])
+        takes = ", ".join(c + " (" + inputs[c]["dtype"] + ")" for c in wanted)
+        raise ConfigError(f"request: {'; '.join(parts)}; the model takes {takes}")
+    n = {len(v) for v in columns.values()}
+    if len(n) > 1:
+        raise ConfigError("request: columns of different lengths: "
+                          + ", ".join(f"{c}: {len(v)}" for c, v in columns.items()))
+    out: dict[str, Any] = {}
+    for c, values in columns.items():
+        dtype = inputs[c]["dtype"]
+        fill = b"" if dtype == "string" else 0
+        missing = [v is None for v in values]
+        if any(missing) and c not in masks:
+            raise ConfigError(f"request: column {c!r} row {missing.index(True)}: null, but "
+                              f"{c!r} cannot be missing (it had no nulls in training)")
+        vals = []
+        for i, v in enumerate(values):
+            v = fill if v is None else v
+            ok = (isinstance(v, (str, bytes)) if dtype == "string" else
+                  isinstance(v, (int, np.integer)) and not isinstance(v, bool)
+                  if dtype == "int64" else
+                  isinstance(v, (int, float, np.number)) and not isinstance(v, bool))
+            if not ok:
+                raise ConfigError(f"request: column {c!r} row {i}: expected {dtype}, got {v!r}")
+            vals.append(v.encode() if isinstance(v, str) else v)
+        out[c] = np.array(vals, _NP[dtype])
+        if c in masks:
+            out[c + "__missing"] = np.array(missing, bool)
+    return out
