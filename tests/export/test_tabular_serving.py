@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 import textwrap
@@ -200,7 +199,6 @@ def test_fresh_process_serves_the_same_predictions(world, tmp_path):
     meta = json.loads((Path(world["export"].version_dir) / "export_manifest.json").read_text())
     assert meta["preprocessing"]["kind"] == "tabular"
     assert (Path(world["export"].out_dir) / "models.config").exists()
-    shutil.rmtree(world["root"] / "export", ignore_errors=True)
 
 
 def test_tabular_request_checks_columns_and_fills_masks(world):
@@ -231,3 +229,19 @@ def test_tabular_request_checks_columns_and_fills_masks(world):
         tabular_request(vdir, dict(cols, category=[None, b"a"]))
     with pytest.raises(ConfigError, match="unknown column"):
         tabular_request(vdir, dict(cols, extra=[1, 2]))
+
+
+def test_warmup_requests_replay_through_serving_default(world):
+    from tensorflow_serving.apis import prediction_log_pb2
+
+    res = world["export"]
+    path = Path(res.version_dir) / "assets.extra" / "tf_serving_warmup_requests"
+    recs = list(tf.data.TFRecordDataset(str(path)).as_numpy_iterator())
+    assert res.warmup_records == len(recs) == 10
+    sig = world["loaded"].signatures["serving_default"]
+    for rec in recs:
+        req = prediction_log_pb2.PredictionLog.FromString(rec).predict_log.request
+        assert req.model_spec.signature_name == "serving_default"
+        assert set(req.inputs) == set(res.signatures["serving_default"]["inputs"])
+        out = sig(**{k: tf.make_ndarray(v) for k, v in req.inputs.items()})["outputs"]
+        assert out.shape[0] == tf.make_ndarray(req.inputs["price"]).shape[0]

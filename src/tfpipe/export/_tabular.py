@@ -20,6 +20,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import tensorflow as tf
 
 from tfpipe._version import __version__
@@ -73,10 +74,59 @@ class TabularServingModule(tf.Module):
                 "predict_preprocessed": self.predict_preprocessed.get_concrete_function()}
 
 
+def sample_rows(config: Any, transforms: FeatureTransforms, n: int) -> dict[str, Any]:
+    """The first `n` train records as serving inputs (values + masks), for warm-up."""
+    from tfpipe.pipeline import raw_parse_spec
+    from tfpipe.records import open_source
+
+    s = settings(config)
+    spec = {k: v for k, v in raw_parse_spec(config).items() if k in transforms.raw_spec}
+    files = list(open_source(s.data_path, split="train").files)
+    serialized = next(iter(tf.data.TFRecordDataset(files).batch(n)))
+    parsed = tf.io.parse_example(serialized, spec)
+    out: dict[str, Any] = {}
+    for c, v in parsed.items():
+        if isinstance(v, tf.SparseTensor):
+            ragged = tf.RaggedTensor.from_sparse(v)
+            fill = "" if v.dtype == tf.string else 0
+            out[c] = ragged.to_tensor(default_value=fill, shape=[None, 1])[:, 0].numpy()
+            out[c + "__missing"] = (ragged.row_lengths() == 0).numpy()
+        else:
+            out[c] = v.numpy()
+    for c in transforms.nullable:  # a nullable column written without nulls here
+        out.setdefault(c + "__missing", np.zeros(len(out[c]), bool))
+    return out
+
+
+def warmup_requests(model_name: str, rows: dict[str, Any], batch_sizes: Any, count: int
+                    ) -> list[bytes]:
+    """`count` PredictionLog records for `serving_default`; record i sends the first
+    batch_sizes[i % len] rows (cycled) of `rows`."""
+    from tensorflow_serving.apis import predict_pb2, prediction_log_pb2
+
+    if not 0 <= count <= sf.MAX_WARMUP:
+        raise ConfigError(f"warmup: between 0 and {sf.MAX_WARMUP} records, got {count}")
+    total = len(next(iter(rows.values())))
+    out = []
+    for i in range(count):
+        n = int(batch_sizes[i % len(batch_sizes)])
+        take = [j % total for j in range(n)]
+        req = predict_pb2.PredictRequest()
+        req.model_spec.name = model_name
+        req.model_spec.signature_name = "serving_default"
+        for name, values in rows.items():
+            req.inputs[name].CopyFrom(tf.make_tensor_proto(values[take]))
+        log = prediction_log_pb2.PredictionLog(
+            predict_log=prediction_log_pb2.PredictLog(request=req))
+        out.append(log.SerializeToString())
+    return out
+
+
 def export_tabular(config: Any, model: Any, out_dir: str | os.PathLike[str], version: int,
                    *, model_name: str, serving_config: bool, batching: Any,
-                   base_path: str | None, overwrite: bool) -> Any:
-    """The tabular branch of `export_serving` (same layout; no warm-up records)."""
+                   base_path: str | None, overwrite: bool, warmup: int = 10) -> Any:
+    """The tabular branch of `export_serving` (same layout; warm-up requests made of
+    the first train rows)."""
     from tfpipe.export._saved import ExportError, ExportResult, _custom_ops, _load_model, _spec
 
     transforms = tabular_transforms(config)
@@ -98,6 +148,12 @@ def export_tabular(config: Any, model: Any, out_dir: str | os.PathLike[str], ver
         bad = _custom_ops(tmp / "saved_model.pb")
         if bad:
             raise ExportError(f"the serving graph uses ops stock TensorFlow does not have: {bad}")
+        n_warm = 0
+        if warmup:
+            rows = sample_rows(config, transforms, max(batching.warmup_batch_sizes))
+            recs = warmup_requests(model_name, rows, batching.warmup_batch_sizes, warmup)
+            sf.write_warmup(tmp, recs)
+            n_warm = len(recs)
         table = {name: {"inputs": {k: _spec(v) for k, v in
                                    fn.structured_input_signature[0][0].items()},
                         "outputs": {k: _spec(v) for k, v in fn.structured_outputs.items()}}
@@ -115,7 +171,7 @@ def export_tabular(config: Any, model: Any, out_dir: str | os.PathLike[str], ver
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     result = ExportResult(str(out), model_name, version, str(final), table, [],
-                          warmup_records=0, batching=batching.to_fields())
+                          warmup_records=n_warm, batching=batching.to_fields())
     if serving_config:
         mc = out / sf.MODELS_CONFIG
         mc.write_text(sf.models_config_text(model_name, base_path or str(model_dir.resolve())))
