@@ -16,30 +16,37 @@ each batch still holds the same records (only the batch order may change).
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import tensorflow as tf
 
 from tfpipe import seeds
 from tfpipe.errors import ConfigError, InputError, TfpipeError
-from tfpipe.features import STATISTICS_FILE, FeatureTransforms, TransformSpec, build_transforms
-from tfpipe.features import read_statistics
 from tfpipe.pipeline._options import batch_parallelism, options
 from tfpipe.pipeline._settings import AUTOTUNE, Settings
 from tfpipe.pipeline._source import Source, read_records, worker_files
 from tfpipe.records import open_source
 
+if TYPE_CHECKING:
+    from tfpipe.features import FeatureTransforms, TransformSpec
+
+# tfpipe.features (Keras, pyarrow) loads when a tabular config is built, so that
+# `import tfpipe.pipeline` for images stays as light as it was
 TRAIN_SPLITS = ("train",)
 
 
 def transform_specs(features: Any) -> list[TransformSpec]:
     """The config's `features.columns` (tfpipe.config.FeaturesConfig) as TransformSpecs."""
+    from tfpipe.features import TransformSpec
+
     return [TransformSpec(name, c.transform, c.input_columns(name), c.params)
             for name, c in features.columns.items()]
 
 
 def statistics_path(s: Settings) -> str:
     """features.statistics, else statistics.json beside the dataset's manifest."""
+    from tfpipe.features import STATISTICS_FILE
+
     if s.features.statistics:
         return os.path.expanduser(s.features.statistics)
     path = s.data_path or ""
@@ -88,6 +95,8 @@ class Tabular:
         return [n for n in schema if not n.startswith("tfpipe/")]
 
     def _transforms(self, s: Settings, schema: Any) -> FeatureTransforms:
+        from tfpipe.features import build_transforms, read_statistics
+
         path = statistics_path(s)
         try:
             stats = read_statistics(path)
