@@ -20,7 +20,6 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import tensorflow as tf
 
 from tfpipe._version import __version__
@@ -28,7 +27,7 @@ from tfpipe.errors import ConfigError
 from tfpipe.export import _manifest
 from tfpipe.export import _serving_files as sf
 from tfpipe.features import FeatureTransforms
-from tfpipe.pipeline import settings, tabular_transforms
+from tfpipe.pipeline import raw_rows, settings, tabular_transforms
 
 
 def is_tabular(config: Any) -> bool:
@@ -72,30 +71,6 @@ class TabularServingModule(tf.Module):
         return {"serving_default": self.serving_default.get_concrete_function(),
                 "preprocess": self.preprocess.get_concrete_function(),
                 "predict_preprocessed": self.predict_preprocessed.get_concrete_function()}
-
-
-def sample_rows(config: Any, transforms: FeatureTransforms, n: int) -> dict[str, Any]:
-    """The first `n` train records as serving inputs (values + masks), for warm-up."""
-    from tfpipe.pipeline import raw_parse_spec
-    from tfpipe.records import open_source
-
-    s = settings(config)
-    spec = {k: v for k, v in raw_parse_spec(config).items() if k in transforms.raw_spec}
-    files = list(open_source(s.data_path, split="train").files)
-    serialized = next(iter(tf.data.TFRecordDataset(files).batch(n)))
-    parsed = tf.io.parse_example(serialized, spec)
-    out: dict[str, Any] = {}
-    for c, v in parsed.items():
-        if isinstance(v, tf.SparseTensor):
-            ragged = tf.RaggedTensor.from_sparse(v)
-            fill = "" if v.dtype == tf.string else 0
-            out[c] = ragged.to_tensor(default_value=fill, shape=[None, 1])[:, 0].numpy()
-            out[c + "__missing"] = (ragged.row_lengths() == 0).numpy()
-        else:
-            out[c] = v.numpy()
-    for c in transforms.nullable:  # a nullable column written without nulls here
-        out.setdefault(c + "__missing", np.zeros(len(out[c]), bool))
-    return out
 
 
 def warmup_requests(model_name: str, rows: dict[str, Any], batch_sizes: Any, count: int
@@ -150,7 +125,7 @@ def export_tabular(config: Any, model: Any, out_dir: str | os.PathLike[str], ver
             raise ExportError(f"the serving graph uses ops stock TensorFlow does not have: {bad}")
         n_warm = 0
         if warmup:
-            rows = sample_rows(config, transforms, max(batching.warmup_batch_sizes))
+            rows = raw_rows(config, max(batching.warmup_batch_sizes))
             recs = warmup_requests(model_name, rows, batching.warmup_batch_sizes, warmup)
             sf.write_warmup(tmp, recs)
             n_warm = len(recs)

@@ -216,3 +216,29 @@ def raw_parse_spec(config: Any) -> dict[str, Any]:
     from tfpipe.pipeline._settings import settings
 
     return dict(Tabular(settings(config), "train", (0, 1)).spec)
+
+
+def raw_rows(config: Any, n: int, split: str = "train") -> dict[str, Any]:
+    """The first `n` records of `split` in serving-input form: NumPy arrays per raw
+    column the transforms read, plus `<column>__missing` for the nullable ones
+    (export's warm-up requests)."""
+    import numpy as np
+
+    from tfpipe.features import MISSING_SUFFIX
+    from tfpipe.pipeline._settings import settings
+
+    t = Tabular(settings(config), split, (0, 1))
+    spec = {k: v for k, v in t.spec.items() if k in t.transforms.raw_spec}
+    serialized = next(iter(tf.data.TFRecordDataset(t.files, t.compression or "").batch(n)))
+    out: dict[str, Any] = {}
+    for c, v in tf.io.parse_example(serialized, spec).items():
+        if isinstance(v, tf.SparseTensor):
+            ragged = tf.RaggedTensor.from_sparse(v)
+            fill = "" if v.dtype == tf.string else 0
+            out[c] = ragged.to_tensor(default_value=fill, shape=[None, 1])[:, 0].numpy()
+            out[c + MISSING_SUFFIX] = (ragged.row_lengths() == 0).numpy()
+        else:
+            out[c] = v.numpy()
+    for c in t.transforms.nullable:  # nullable, but stored fixed in this split
+        out.setdefault(c + MISSING_SUFFIX, np.zeros(len(out[c]), bool))
+    return out
