@@ -75,7 +75,7 @@ def world(tmp_path_factory):
     transforms = tabular_transforms(cfg)
     model = tiny_model(transforms)
     model.compile("adam", "binary_crossentropy")
-    model.fit(build_pipeline(cfg), epochs=1, verbose=0)
+    model.fit(build_pipeline(cfg), epochs=1, steps_per_epoch=3, verbose=0)
     res = export_serving(cfg, model, root / "export", 1)
     return {"root": root, "data": data, "cfg": cfg, "model": model, "export": res,
             "loaded": tf.saved_model.load(res.version_dir)}
