@@ -61,3 +61,10 @@ for d in "$OUT"/raw/*/; do JPEGS+=("$(ls "$d"*.jpg | head -n 1)"); done
 python "$HERE/demo_classify.py" "$OUT/export/tiny_cnn/1" "${JPEGS[@]}"
 printf '\nServe it: tensorflow_model_server --port=8500 --rest_api_port=8501 --model_config_file=%s --enable_batching --batching_parameters_file=%s\n' \
   "$(realpath "$OUT/export/models.config")" "$(realpath "$OUT/export/batching_parameters.txt")"
+
+# ---- tabular (issue #14): statistics at conversion, transforms from the config, the same in serving
+step "Tabular: a synthetic CTR table, converted with statistics, a tiny model trained and served"
+rm -rf "$OUT/ctr" "$OUT/ctr-export"
+tfpipe sample-data ctr "$OUT/ctr.parquet" --rows 4000 --seed 0
+tfpipe convert "$OUT/ctr.parquet" "$OUT/ctr" --split train=0.9,val=0.1 --stats
+python "$HERE/demo_tabular.py" "$OUT/ctr" "$OUT/ctr-export"

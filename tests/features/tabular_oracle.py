@@ -58,39 +58,16 @@ CTR_FEATURES = {
 }
 
 
-def make_ctr_dataset(root, rows: int = 2000, seed: int = 3) -> tuple[str, str]:
-    """CTR table (tabstats' generator) -> parquet -> converted dataset (train/val)
-    with statistics.json of the train split; returns (table path, dataset dir)."""
+def make_ctr_dataset(root, rows: int = 1000, seed: int = 3) -> tuple[str, str]:
+    """CTR table (tabstats' generator) -> parquet -> `convert(..., stats=True)` (train/val;
+    statistics of the train split beside the manifest); returns (table, dataset dir)."""
     import os
 
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
     from tfpipe.convert import convert
-    from tfpipe.features import compute_statistics, make_ctr_table, write_statistics
+    from tfpipe.features import make_ctr_table
 
     table = make_ctr_table(os.path.join(root, "ctr.parquet"), rows, seed=seed)
     out = os.path.join(root, "ctr")
     convert(str(table), out, split="train=0.8,val=0.2", progress=False, workers=1,
-            shard_size=96 << 10)
-    # statistics of the train rows only (what `convert --stats` stores)
-    whole = pq.read_table(table)
-    train_rows = _train_rows(out, whole)
-    write_statistics(compute_statistics(pa.Table.from_pylist(train_rows, whole.schema)), out)
+            shard_size=64 << 10, stats=True, stats_quantiles=20)
     return str(table), out
-
-
-def _train_rows(out: str, whole) -> list[dict]:
-    """The table rows that went to the train split (matched by every column's value)."""
-    import tensorflow as tf
-
-    from tfpipe.records import Manifest, decode_example
-
-    m = Manifest.load(out)
-    keys = set()
-    for f in m.shard_paths(out, "train"):
-        for r in tf.data.TFRecordDataset(f).as_numpy_iterator():
-            ex = decode_example(r)
-            keys.add((int(ex["user_id"][0]), int(ex["item_id"][0]), int(ex["timestamp"][0])))
-    return [row for row in whole.to_pylist()
-            if (row["user_id"], row["item_id"], row["timestamp"]) in keys]

@@ -35,6 +35,7 @@ _LAZY: dict[str, tuple[str, str]] = {
         "check_batching_file", "check_models_config", "models_config_text", "parse_batching",
         "read_warmup", "warmup_records")},
     **{n: ("tfpipe.export._tflite", n) for n in ("tflite_report", "tflite_text")},
+    **{n: ("tfpipe.export._tabular", n) for n in ("TabularServingModule", "tabular_request")},
 }
 
 
@@ -54,6 +55,7 @@ __all__ = [
     "ModelEntry", "RestBodyError", "ServingFileError", "ServingModule", "check_batching_file",
     "check_models_config", "decode_rest_body", "export_serving", "is_export",
     "models_config_text", "parse_batching", "read_warmup", "rest_predict", "rest_predict_body",
-    "rest_response", "sample_images", "signatures_of", "tflite_report", "tflite_text",
+    "rest_response", "sample_images", "signatures_of", "tabular_request", "TabularServingModule",
+    "tflite_report", "tflite_text",
     "verify_export", "warmup_records",
 ]

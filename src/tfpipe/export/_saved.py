@@ -238,6 +238,13 @@ def export_serving(config: Any, model: Any, out_dir: str | os.PathLike[str], ver
         raise ConfigError(f"outputs_are: one of auto, logits, probabilities; got {outputs_are!r}")
     if top_k < 1:
         raise ConfigError(f"top_k: must be >= 1, got {top_k}")
+    from tfpipe.export import _tabular
+
+    if _tabular.is_tabular(config):  # raw columns in (docs/tabular.md, "Serving")
+        return _tabular.export_tabular(config, model, out_dir, version, model_name=model_name,
+                                       serving_config=serving_config, batching=batching,
+                                       base_path=base_path, overwrite=overwrite,
+                                       warmup=warmup)
     pre = eval_preprocessing(config)
     names = class_names(config)
     keras_model = _load_model(model)

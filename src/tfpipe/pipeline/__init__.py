@@ -8,7 +8,7 @@ from tfpipe.pipeline._materialize import MARKER as MATERIALIZED_MARKER
 from tfpipe.pipeline._materialize import config_hash, hashed_settings, materialize
 from tfpipe.pipeline._options import batch_parallelism, map_parallelism, options
 from tfpipe.pipeline._settings import Settings, settings
-from tfpipe.pipeline._tabular import raw_parse_spec, tabular_transforms, transform_specs
+from tfpipe.pipeline._tabular import raw_parse_spec, raw_rows, tabular_transforms, transform_specs
 
 __all__ = [
     "MATERIALIZED_MARKER",
@@ -25,6 +25,7 @@ __all__ = [
     "one_epoch_view",
     "options",
     "raw_parse_spec",
+    "raw_rows",
     "framing_losses",
     "hashed_settings",
     "reset_skipped_counts",

@@ -16,30 +16,37 @@ each batch still holds the same records (only the batch order may change).
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import tensorflow as tf
 
 from tfpipe import seeds
 from tfpipe.errors import ConfigError, InputError, TfpipeError
-from tfpipe.features import STATISTICS_FILE, FeatureTransforms, TransformSpec, build_transforms
-from tfpipe.features import read_statistics
 from tfpipe.pipeline._options import batch_parallelism, options
 from tfpipe.pipeline._settings import AUTOTUNE, Settings
 from tfpipe.pipeline._source import Source, read_records, worker_files
 from tfpipe.records import open_source
 
+if TYPE_CHECKING:
+    from tfpipe.features import FeatureTransforms, TransformSpec
+
+# tfpipe.features (Keras, pyarrow) loads when a tabular config is built, so that
+# `import tfpipe.pipeline` for images stays as light as it was
 TRAIN_SPLITS = ("train",)
 
 
 def transform_specs(features: Any) -> list[TransformSpec]:
     """The config's `features.columns` (tfpipe.config.FeaturesConfig) as TransformSpecs."""
+    from tfpipe.features import TransformSpec
+
     return [TransformSpec(name, c.transform, c.input_columns(name), c.params)
             for name, c in features.columns.items()]
 
 
 def statistics_path(s: Settings) -> str:
     """features.statistics, else statistics.json beside the dataset's manifest."""
+    from tfpipe.features import STATISTICS_FILE
+
     if s.features.statistics:
         return os.path.expanduser(s.features.statistics)
     path = s.data_path or ""
@@ -88,6 +95,8 @@ class Tabular:
         return [n for n in schema if not n.startswith("tfpipe/")]
 
     def _transforms(self, s: Settings, schema: Any) -> FeatureTransforms:
+        from tfpipe.features import build_transforms, read_statistics
+
         path = statistics_path(s)
         try:
             stats = read_statistics(path)
@@ -106,9 +115,12 @@ class Tabular:
                           skip_framing=s.on_error == "skip", parallel=s.read_parallel)
         if self.elem_shard:
             ds = ds.shard(self.worker[1], self.worker[0])
-        return ds.map(lambda shard, index, record: record)
+        # (shard, record index, serialized) travel together into the batch: no
+        # per-record map; parse() takes the batched triple
+        return ds
 
-    def parse(self, serialized: tf.Tensor) -> tuple[dict[str, tf.Tensor], tf.Tensor]:
+    def parse(self, shard: tf.Tensor, index: tf.Tensor, serialized: tf.Tensor
+              ) -> tuple[dict[str, tf.Tensor], tf.Tensor]:
         """A batch of serialized Examples -> (transformed features, label)."""
         parsed = tf.io.parse_example(serialized, self.spec)
         label = parsed.pop(self.label)
@@ -204,3 +216,29 @@ def raw_parse_spec(config: Any) -> dict[str, Any]:
     from tfpipe.pipeline._settings import settings
 
     return dict(Tabular(settings(config), "train", (0, 1)).spec)
+
+
+def raw_rows(config: Any, n: int, split: str = "train") -> dict[str, Any]:
+    """The first `n` records of `split` in serving-input form: NumPy arrays per raw
+    column the transforms read, plus `<column>__missing` for the nullable ones
+    (export's warm-up requests)."""
+    import numpy as np
+
+    from tfpipe.features import MISSING_SUFFIX
+    from tfpipe.pipeline._settings import settings
+
+    t = Tabular(settings(config), split, (0, 1))
+    spec = {k: v for k, v in t.spec.items() if k in t.transforms.raw_spec}
+    serialized = next(iter(tf.data.TFRecordDataset(t.files, t.compression or "").batch(n)))
+    out: dict[str, Any] = {}
+    for c, v in tf.io.parse_example(serialized, spec).items():
+        if isinstance(v, tf.SparseTensor):
+            ragged = tf.RaggedTensor.from_sparse(v)
+            fill = "" if v.dtype == tf.string else 0
+            out[c] = ragged.to_tensor(default_value=fill, shape=[None, 1])[:, 0].numpy()
+            out[c + MISSING_SUFFIX] = (ragged.row_lengths() == 0).numpy()
+        else:
+            out[c] = v.numpy()
+    for c in t.transforms.nullable:  # nullable, but stored fixed in this split
+        out.setdefault(c + MISSING_SUFFIX, np.zeros(len(out[c]), bool))
+    return out
