@@ -176,6 +176,7 @@ enum class Fill { kConstant, kReflect, kWrap, kNearest };
 
 // geometry._fold_index: the source index for i in [0, n) and whether i was inside
 inline int64_t Fold(int64_t i, int64_t n, Fill mode) {
+  if (i >= 0 && i < n) return i;  // every mode: inside is itself (no division)
   switch (mode) {
     case Fill::kWrap: {
       int64_t j = i % n;
@@ -224,11 +225,14 @@ class RemapOp : public OpKernel {
     const float* f = field.flat<float>().data();
     T* dst = out->flat<T>().data();
     const bool constant = mode_ == Fill::kConstant;
-    // the twin's tap(): gather (as float32), constant fill outside
-    auto tap = [&](int64_t yi, int64_t xi, int64_t ch) -> float {
-      if (constant && (yi < 0 || yi >= h || xi < 0 || xi >= w)) return fill;
-      const int64_t yj = Fold(yi, h, mode_), xj = Fold(xi, w, mode_);
-      return static_cast<float>(src[(yj * w + xj) * c + ch]);
+    // the twin's tap(): the element offset of (yi, xi) after folding, or -1 where
+    // a constant fill replaces it; then per channel a gather as float32
+    auto offset = [&](int64_t yi, int64_t xi) -> int64_t {
+      if (constant && (yi < 0 || yi >= h || xi < 0 || xi >= w)) return -1;
+      return (Fold(yi, h, mode_) * w + Fold(xi, w, mode_)) * c;
+    };
+    auto tap = [&](int64_t off, int64_t ch) -> float {
+      return off < 0 ? fill : static_cast<float>(src[off + ch]);
     };
     for (int64_t y = 0; y < h; ++y) {
       for (int64_t x = 0; x < w; ++x) {
@@ -239,17 +243,20 @@ class RemapOp : public OpKernel {
         if (!bilinear_) {
           const int64_t yi = static_cast<int64_t>(static_cast<int32_t>(std::nearbyint(py)));
           const int64_t xi = static_cast<int64_t>(static_cast<int32_t>(std::nearbyint(px)));
-          for (int64_t ch = 0; ch < c; ++ch) o[ch] = Store(tap(yi, xi, ch));
+          const int64_t off = offset(yi, xi);
+          for (int64_t ch = 0; ch < c; ++ch) o[ch] = Store(tap(off, ch));
           continue;
         }
         const float x0f = std::floor(px), y0f = std::floor(py);
         const float tx = px - x0f, ty = py - y0f;
         const float ux = 1.0f - tx, uy = 1.0f - ty;
         const int64_t x0 = static_cast<int32_t>(x0f), y0 = static_cast<int32_t>(y0f);
+        const int64_t o00 = offset(y0, x0), o01 = offset(y0, x0 + 1);
+        const int64_t o10 = offset(y0 + 1, x0), o11 = offset(y0 + 1, x0 + 1);
         for (int64_t ch = 0; ch < c; ++ch) {
-          const float a = tap(y0, x0, ch) * ux, b = tap(y0, x0 + 1, ch) * tx;
+          const float a = tap(o00, ch) * ux, b = tap(o01, ch) * tx;
           const float top = a + b;
-          const float e = tap(y0 + 1, x0, ch) * ux, g = tap(y0 + 1, x0 + 1, ch) * tx;
+          const float e = tap(o10, ch) * ux, g = tap(o11, ch) * tx;
           const float bot = e + g;
           const float p = top * uy, q = bot * ty;
           o[ch] = Store(p + q);
