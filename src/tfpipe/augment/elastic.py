@@ -10,6 +10,10 @@ upsample bilinearly with `tf.image.resize`; the amplitude is rescaled by 1 / f s
 field has the same per-pixel standard deviation as the full-resolution recipe
 (checked against OpenCV's blur in tests/augment/test_elastic.py).
 
+Native kernels (tfpipe.native.elastic, elastic.cc): when built, the field's noise +
+blur and the warp without `matrix` each run as one op with the same bits as the plain
+graph below (tests/native/test_elastic_native.py).
+
 No matrix can describe the warp, so `elastic` returns ``(image, field)`` where
 ``field`` is ``[H, W, 2]`` float32 (dx, dy) in output pixels; boxes follow with
 `elastic_boxes`, which maps points sampled along each box edge forwards through the

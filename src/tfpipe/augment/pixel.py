@@ -99,7 +99,7 @@ def _noise_op(image, seed, stddev: float, p: float, kind: str) -> tf.Tensor:
 
 def random_gaussian_noise(image, seed, stddev: float, p: float = 1.0) -> tf.Tensor:
     """`gaussian_noise` with N(0, 1) noise from `sample_noise(seed)` (per row), p-gated.
-    The native kernel (noise.cc) when built: the same bits, ~Nx faster."""
+    The native kernel (noise.cc) when built: the same bits, skipped rows draw nothing."""
     return _noise_op(image, seed, stddev, p, "gaussian")
 
 
