@@ -71,6 +71,8 @@ def variants(data: Path, batch: int):
     from tfpipe.config import parse_set_options
     from tfpipe.pipeline import options, settings
 
+    import peers  # benchmarks/peers.py (this script's directory is on sys.path)
+
     files, _ = B.shard_files(str(data), "train")
     # The imagenet preset minus saturation: the same ops as the other variants.
     cfg = load_config("imagenet", parse_set_options([f"data.path={data}",
@@ -99,6 +101,7 @@ def variants(data: Path, batch: int):
         "decode only (plain tf.data: sequential read, default threading)":
             lambda: B.decode_only(files, batch),
         REF: lambda: B.decode_only_like(cfg, npc),
+        **peers.imagenet_variants(data, batch),  # Grain, fused cv2.LUT, multiprocessing
     }, about
 
 

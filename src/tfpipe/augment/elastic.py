@@ -10,6 +10,10 @@ upsample bilinearly with `tf.image.resize`; the amplitude is rescaled by 1 / f s
 field has the same per-pixel standard deviation as the full-resolution recipe
 (checked against OpenCV's blur in tests/augment/test_elastic.py).
 
+Native kernels (tfpipe.native.elastic, elastic.cc): when built, the field's noise +
+blur and the warp without `matrix` each run as one op with the same bits as the plain
+graph below (tests/native/test_elastic_native.py).
+
 No matrix can describe the warp, so `elastic` returns ``(image, field)`` where
 ``field`` is ``[H, W, 2]`` float32 (dx, dy) in output pixels; boxes follow with
 `elastic_boxes`, which maps points sampled along each box edge forwards through the
@@ -28,6 +32,7 @@ import tensorflow as tf
 
 from tfpipe.augment.boxes import area
 from tfpipe.augment.geometry import image_size, remap, split_seeds
+from tfpipe.native import elastic as native_elastic
 from tfpipe.seeds import ALG
 
 Size = Union[Sequence[int], tf.Tensor]
@@ -83,10 +88,13 @@ def sample_elastic_field(seed: tf.Tensor, image_size: Size, alpha: float, sigma:
     gh = (h + factor - 1) // factor + 1
     gw = (w + factor - 1) // factor + 1
     # iid noise with a `radius` margin: a VALID blur then needs no border handling
-    noise = tf.random.stateless_uniform(tf.stack([1, gh + 2 * radius, gw + 2 * radius, 2]),
-                                        split_seeds(seed, 1)[0], minval=-1.0, maxval=1.0,
-                                        alg=ALG)
-    field = _blur_valid(_blur_valid(noise, taps, 1), taps, 2)[0]  # [gh, gw, 2]
+    noise_seed = split_seeds(seed, 1)[0]
+    if native_elastic.available():  # the same draws and sums in one native pass
+        field = native_elastic.noise_blur(noise_seed, gh + 2 * radius, gw + 2 * radius, taps)
+    else:
+        noise = tf.random.stateless_uniform(tf.stack([1, gh + 2 * radius, gw + 2 * radius, 2]),
+                                            noise_seed, minval=-1.0, maxval=1.0, alg=ALG)
+        field = _blur_valid(_blur_valid(noise, taps, 1), taps, 2)[0]  # [gh, gw, 2]
     if factor > 1:
         # grid node i sits at pixel i*factor: resize the (gh-1)*factor span, then cut to h, w
         span = tf.stack([(gh - 1) * factor + 1, (gw - 1) * factor + 1])
@@ -121,6 +129,11 @@ def elastic(image: tf.Tensor, seed: tf.Tensor, alpha: float, sigma: float,
     image = tf.convert_to_tensor(image)
     h, w = image_size(image)
     field = sample_elastic_field(seed, (h, w), alpha, sigma, coarse)
+    if (matrix is None and not xla and image.shape.rank == 3
+            and native_elastic.usable(image.dtype, interpolation, fill_mode)):
+        # the twin below (meshgrid + adds + `remap`), bit for bit, in one pass
+        out = native_elastic.remap(image, field, interpolation, fill_mode, float(fill_value))
+        return tf.ensure_shape(out, image.shape), field
     ys, xs = tf.meshgrid(tf.range(h, dtype=tf.float32), tf.range(w, dtype=tf.float32),
                          indexing="ij")
     px, py = xs + field[..., 0], ys + field[..., 1]

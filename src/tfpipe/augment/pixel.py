@@ -16,7 +16,9 @@ import tensorflow as tf
 from tfpipe import seeds
 from tfpipe.augment.color import (
     ALG, Number, _as_float, _check_image, _check_range, _param, _restore, random_op,
+    sample_apply, split_seed,
 )
+from tfpipe.native import noise as native_noise
 
 __all__ = [
     "sample_noise", "gaussian_noise", "random_gaussian_noise", "speckle_noise",
@@ -63,18 +65,48 @@ def _check_stddev(stddev: float) -> None:
         raise ValueError(f"noise stddev must be in [0, 1], got {stddev}")
 
 
-def random_gaussian_noise(image, seed, stddev: float, p: float = 1.0) -> tf.Tensor:
+def _native_noise(image: tf.Tensor, seed, stddev: float, p: float, kind: str) -> tf.Tensor:
+    """`random_op` with the noise drawn and applied by the native kernel: the same
+    seed split and p-coin, the same bits (tests/augment/test_noise_native.py);
+    rows whose coin says no draw nothing."""
+    if not 0.0 <= float(p) <= 1.0:
+        raise ValueError(f"p must be in [0, 1], got {p}")
+    seed = seeds.as_seed(seed)
+    if (seed.shape.rank == 2) != (image.shape.rank == 4):
+        raise ValueError("use a seed [2] with an [H,W,C] image or per-sample seeds [B,2] with a "
+                         f"[B,H,W,C] batch; got seed {seed.shape}, image {image.shape}")
+    single = image.shape.rank == 3
+    if float(p) >= 1.0:
+        nseed, apply = seed, tf.ones(tf.shape(seed)[:-1], tf.bool)
+    else:
+        nseed, aseed = split_seed(seed)
+        apply = sample_apply(aseed, p)
+    if single:
+        image, nseed, apply = image[None], nseed[None], tf.reshape(apply, [1])
+    out = native_noise.noise(image, nseed, apply, kind, stddev)
+    return out[0] if single else out
+
+
+def _noise_op(image, seed, stddev: float, p: float, kind: str) -> tf.Tensor:
     _check_stddev(stddev)
     image = _check_image(image)
+    if native_noise.available():
+        return _native_noise(image, seed, stddev, p, kind)
+    kernel = gaussian_noise if kind == "gaussian" else speckle_noise
     return random_op(image, seed, p, lambda s: sample_noise(s, tf.shape(image)[-3:]),
-                     lambda im, n: gaussian_noise(im, n, stddev))
+                     lambda im, n: kernel(im, n, stddev))
+
+
+def random_gaussian_noise(image, seed, stddev: float, p: float = 1.0) -> tf.Tensor:
+    """`gaussian_noise` with N(0, 1) noise from `sample_noise(seed)` (per row), p-gated.
+    The native kernel (noise.cc) when built: the same bits, skipped rows draw nothing."""
+    return _noise_op(image, seed, stddev, p, "gaussian")
 
 
 def random_speckle_noise(image, seed, stddev: float, p: float = 1.0) -> tf.Tensor:
-    _check_stddev(stddev)
-    image = _check_image(image)
-    return random_op(image, seed, p, lambda s: sample_noise(s, tf.shape(image)[-3:]),
-                     lambda im, n: speckle_noise(im, n, stddev))
+    """`speckle_noise` with N(0, 1) noise from `sample_noise(seed)` (per row), p-gated.
+    The native kernel (noise.cc) when built: the same bits."""
+    return _noise_op(image, seed, stddev, p, "speckle")
 
 
 # --------------------------------------------------------------------------- blur

@@ -326,11 +326,12 @@ void WarpRow(const Args& a, int64_t b, int64_t oy, int64_t x_begin, int64_t x_en
   };
 
 #if defined(__SSE2__)
-  // Fast path (affine, 3 channels, constant/nearest fill): source coordinates,
-  // floors, weights and the all-taps-inside test for 4 pixels at a time, with
-  // the same float ops as the scalar path (so the same values), then the
-  // interior pixels; the rest go through `pixel`.
-  if (kBilinear && kC == 3 && affine && (F == Fill::kConstant || F == Fill::kNearest)) {
+  // Fast path (affine, 3 channels or 1 (grayscale), constant/nearest fill):
+  // source coordinates, floors, weights and the all-taps-inside test for 4 pixels
+  // at a time, with the same float ops as the scalar path (so the same values),
+  // then the interior pixels; the rest go through `pixel`.
+  if (kBilinear && (kC == 3 || kC == 1) && affine &&
+      (F == Fill::kConstant || F == Fill::kNearest)) {
     constexpr int kChunk = 64;
     alignas(16) float wx0s[kChunk], wx1s[kChunk], wy0s[kChunk], wy1s[kChunk];
     alignas(16) int32_t x0s[kChunk], y0s[kChunk];
@@ -371,11 +372,19 @@ void WarpRow(const Args& a, int64_t b, int64_t oy, int64_t x_begin, int64_t x_en
             _mm_and_si128(_mm_cmpgt_epi32(yi, neg1), _mm_cmplt_epi32(yi, ylim)));
         interior |= static_cast<uint64_t>(_mm_movemask_ps(_mm_castsi128_ps(in))) << i;
       }
-      T* o = out + begin * 3;
-      for (int i = 0; i < n; ++i, o += 3) {
+      T* o = out + begin * kC;
+      for (int i = 0; i < n; ++i, o += kC) {
         if ((interior >> i) & 1) {
-          Interp3(img + int64_t{y0s[i]} * row + int64_t{x0s[i]} * 3, row, in_end, wx0s[i],
-                  wx1s[i], wy0s[i], wy1s[i], o);
+          const T* p00 = img + int64_t{y0s[i]} * row + int64_t{x0s[i]} * kC;
+          if constexpr (kC == 3) {
+            Interp3(p00, row, in_end, wx0s[i], wx1s[i], wy0s[i], wy1s[i], o);
+          } else {  // the scalar interior formula of `pixel`, one channel
+            const float vf = wx0s[i] * static_cast<float>(p00[0]) +
+                             wx1s[i] * static_cast<float>(p00[1]);
+            const float vc = wx0s[i] * static_cast<float>(p00[row]) +
+                             wx1s[i] * static_cast<float>(p00[row + 1]);
+            o[0] = FromFloat<T>(wy0s[i] * vf + wy1s[i] * vc);
+          }
         } else {
           pixel(begin + i, o);
         }

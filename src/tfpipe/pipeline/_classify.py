@@ -229,7 +229,12 @@ class Classify:
                 image, start = tf.cond(row["_flip"], lambda: tf.reverse(image, [1]),
                                        lambda: image), 2
         else:
-            image = decode_full(encoded, self.s.channels)
+            # Resized to image_size FIRST, so the L2 ops run on image_size pixels and
+            # their pixel parameters (padding, elastic alpha/sigma) are output pixels:
+            # the same work whatever the stored size (an affine/elastic at a 12 MP
+            # source then a resize cost ~3x more on the demo images). Sources already
+            # at image_size are unchanged (same-size bilinear is the identity).
+            image = resize_uint8(decode_full(encoded, self.s.channels), size)
         for i in range(start, len(ops)):
             image = apply_geometry_op(ops[i], image, seeds.fold(row["_base"], i), size)
         if image.shape[0] != size[0] or image.shape[1] != size[1]:
