@@ -455,7 +455,10 @@ def _commit_url(job: _Commit, written: list[dict[str, Any]]) -> None:
         files = sorted(os.listdir(staging), key=lambda n: (n == MANIFEST_NAME,
                                                            n == "dataset_info.json", n))
         for fname in files:
-            gfile.copy(os.path.join(staging, fname), _join(job.out, fname), overwrite=True)
+            target = _join(job.out, fname)
+            if gfile.exists(target):  # a retried commit; ram:// appends to an existing file
+                gfile.remove(target)
+            gfile.copy(os.path.join(staging, fname), target)
     gfile.rmtree(_join(job.out, STATE_DIR))
 
 
