@@ -146,7 +146,8 @@ def _ended(mode: str, target: str, last: str) -> str:
 
 
 @pytest.mark.slow
-def test_a_killed_worker_ends_the_epoch_within_the_bound_and_a_restart_finishes_it(tmp_path):
+def test_a_killed_worker_ends_the_epoch_within_the_bound_and_a_restart_finishes_it(
+        cluster, tmp_path):
     """SIGKILL one of two worker processes mid-epoch, never restarted. What TF does
     depends on whether the dead worker had already produced its whole share (and
     told the dispatcher): then the job ends and the client FINISHES without what
@@ -156,10 +157,11 @@ def test_a_killed_worker_ends_the_epoch_within_the_bound_and_a_restart_finishes_
     message. Either way within BOUND_S: `dynamic` every sample at most once, `off`
     at most twice (k=2 copies); the test prints which ending each client got. A
     third, unguarded client shows the other way out: the worker restarted on its
-    address (what a supervisor does) rejoins and that client FINISHES, at most once."""
+    address (what a supervisor does) rejoins and that client FINISHES, at most once.
+    Uses the module's cluster (one start less) and leaves it whole: worker 0 restarted."""
     path = write_data(tmp_path / "d", num=120, shards=6)
     cfg = config(path)
-    c = Cluster(workers=2, worker_timeout_ms=2000)
+    c = cluster
     clients: dict[str, subprocess.Popen] = {}
     try:
         clients = {"dynamic": _client(cfg, c.target, "dynamic", str(GUARD_S)),
@@ -170,18 +172,21 @@ def test_a_killed_worker_ends_the_epoch_within_the_bound_and_a_restart_finishes_
             assert all(x.startswith("{") for x in lines), (k, clients[k].stderr.read()[-2000:])
         c.workers[0].kill()
         c.workers[0].wait(timeout=30)
+        c.procs.remove(c.workers[0])  # the fixture checks that the others stop cleanly
         killed = time.monotonic()
         dyn, dyn_last, dyn_s = _finish(clients["dynamic"], heads["dynamic"], killed)
         off, off_last, off_s = _finish(clients["off"], heads["off"], killed)
         waiting = clients["restarted"].poll() is None  # unguarded: finished, or waits
         c.restart_worker(0)
+        time.sleep(1.5)  # its first heartbeat; and its SIGTERM handler is in place
         again, again_last, again_s = _finish(clients["restarted"], heads["restarted"], killed)
     finally:
         for p in clients.values():
             if p.poll() is None:
                 p.kill()
                 p.communicate()
-        c.close()
+        if c.workers[0].poll() is not None:  # not restarted (the test failed first)
+            c.restart_worker(0)
     endings = {"dynamic": _ended("dynamic", c.target, dyn_last),
                "off": _ended("off", c.target, off_last)}
     assert len(dyn) == len(set(dyn)) and set(dyn) <= set(range(120))  # at most once
