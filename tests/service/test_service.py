@@ -118,7 +118,8 @@ def _client(cfg: dict, target: str, mode: str, timeout: str) -> subprocess.Popen
          timeout], env=child_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
-def _finish(proc: subprocess.Popen, head: list[str], killed: float) -> tuple[list[int], str, float]:
+def _finish(proc: subprocess.Popen, head: list[str],
+            killed: float) -> tuple[list[int], str, float]:
     """(indices received, last line, seconds after the kill) of a client that must end
     within BOUND_S of the kill; a client still running then is killed and fails the test."""
     try:
