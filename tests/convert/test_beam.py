@@ -9,6 +9,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -165,8 +166,14 @@ def test_options_are_checked_before_any_work(folder_src: Path, tmp_path: Path) -
         convert(folder_src, out, runner="direct", pipeline_options="--runner=FlinkRunner")
     with pytest.raises(ConfigError, match="workers applies to runner 'local'"):
         convert(folder_src, out, runner="direct", workers=2)
-    with pytest.raises(InputError, match="gs://bucket/out: .*POSIX"):
-        convert(folder_src, "gs://bucket/out", runner="dataflow")
+    with pytest.raises(InputError, match="gs://bucket/out: runner 'local' reads and writes "
+                                         "local"):
+        convert(folder_src, "gs://bucket/out")
+    with pytest.raises(ConfigError, match="nosuch://b/out: TensorFlow has no filesystem for "
+                                          "nosuch://"):
+        convert(folder_src, "nosuch://b/out", runner="direct")
+    with pytest.raises(InputError, match="a URL source is implemented for image folders only"):
+        convert("ram://t/table.csv", out, runner="direct", format="csv")
     with pytest.raises(ConfigError, match="cannot split"):
         convert(folder_src, out, runner="direct", pipeline_options="--temp_location='gs://x")
     assert not out.exists()
@@ -266,3 +273,101 @@ def test_shard_input_lists_round_trip_exactly_and_refuse_edits(tmp_path: Path) -
     path.write_text(path.read_text().replace("cat/1.jpg", "cat/2.jpg"))
     with pytest.raises(InputError, match="digest mismatch"):
         _read_inputs(tmp_path, task)
+
+
+def _upload(src: Path, url: str) -> None:
+    import tensorflow as tf
+
+    for p in sorted(src.rglob("*")):
+        if p.is_file():
+            dst = f"{url}/{p.relative_to(src).as_posix()}"
+            tf.io.gfile.makedirs(dst.rsplit("/", 1)[0])
+            with tf.io.gfile.GFile(dst, "wb") as f:
+                f.write(p.read_bytes())
+
+
+def _url_tree(url: str) -> dict[str, bytes]:
+    import tensorflow as tf
+
+    out = {}
+    for dirpath, _, files in tf.io.gfile.walk(url):
+        for name in files:
+            path = f"{dirpath.rstrip('/')}/{name}"
+            with tf.io.gfile.GFile(path, "rb") as f:
+                out[path[len(url) + 1:]] = f.read()
+    return out
+
+
+@needs_beam
+def test_url_folder_to_url_out_gives_the_local_bytes(folder_copy: Path, tmp_path: Path) -> None:
+    """SRC and OUT on TF's ram:// filesystem (a real tf.io.gfile filesystem, one
+    process: the in_memory DirectRunner): the listing, reads, uploads and renames go
+    through tf.io.gfile, and every file equals a local conversion, a skipped input
+    and an ignored file included. A stale unfinished run in OUT is redone; a
+    finished OUT is refused."""
+    import uuid
+
+    import tensorflow as tf
+
+    _break(sorted(folder_copy.rglob("*.jpg"))[5])
+    (folder_copy / "README.txt").write_text("not an input")
+    base = f"ram://tfpipe-{uuid.uuid4().hex}"
+    _upload(folder_copy, f"{base}/src")
+    settings = {"split": "train=0.75,val=0.25", "shard_size": "20KB", "seed": 7}
+    local = convert(folder_copy, tmp_path / "local", workers=1, **settings)
+    want = tree_bytes(tmp_path / "local")
+    assert len([n for n in want if n.endswith(".tfrecord")]) > 2
+    # the truncated JPEG and README.txt
+    assert sum(len(info.skipped) for info in local.splits.values()) == 2
+    out = f"{base}/out"
+    # what a failed earlier run leaves: its state directory and a half shard
+    stale = {".tfpipe-convert/beam/tmp/x": b"old",
+             min(n for n in want if n.endswith(".tfrecord")): b"partial"}
+    for name, data in stale.items():
+        tf.io.gfile.makedirs(f"{out}/{name}".rsplit("/", 1)[0])
+        with tf.io.gfile.GFile(f"{out}/{name}", "wb") as f:
+            f.write(data)
+    manifest = convert(f"{base}/src", out, runner="direct", **settings)
+    assert _url_tree(out) == want
+    assert manifest.dumps() == local.dumps()
+    with pytest.raises(ConfigError, match=f"{out}: is not empty"):
+        convert(f"{base}/src", out, runner="direct", **settings)
+    tf.io.gfile.rmtree(base)
+
+
+@needs_beam
+def test_url_out_failed_run_then_rerun_gives_the_local_bytes(folder_copy: Path,
+                                                             tmp_path: Path) -> None:
+    """on_error=raise into a ram:// OUT: the local one-line error, no manifest, the
+    shards that lack an input deleted as locally; fixed and rerun (no resume for
+    a URL OUT: the unfinished run is redone), the local bytes."""
+    import uuid
+
+    import tensorflow as tf
+
+    settings = {"split": "train=0.75,val=0.25", "shard_size": "20KB"}
+    ref = tmp_path / "ref"
+    convert(folder_copy, ref, workers=1, **settings)
+    broken = sorted(folder_copy.rglob("*.jpg"))[9]
+    original = _break(broken)
+    base = f"ram://tfpipe-{uuid.uuid4().hex}"
+    _upload(folder_copy, f"{base}/src")
+    with pytest.raises(InputError) as local_err:
+        convert(folder_copy, tmp_path / "local", on_error="raise", workers=1, **settings)
+    out = f"{base}/out"
+    with pytest.raises(InputError) as url_err:
+        convert(f"{base}/src", out, on_error="raise", runner="direct", **settings)
+    # the same message, less the local hint that --resume keeps finished shards
+    assert "--resume keeps the" in str(local_err.value)
+    assert str(url_err.value) == re.sub(r"; --resume keeps the \d+ finished shard\(s\)", "",
+                                        str(local_err.value))
+    left = sorted(n for n in tf.io.gfile.listdir(out) if n.endswith(".tfrecord"))
+    assert left == _shard_files(tmp_path / "local") and not tf.io.gfile.exists(
+        f"{out}/manifest.json")
+    fixed = f"{base}/src/{broken.relative_to(folder_copy).as_posix()}"
+    tf.io.gfile.remove(fixed)  # TF's ram:// appends when a file is opened "wb" again
+    with tf.io.gfile.GFile(fixed, "wb") as f:
+        f.write(original)
+    convert(f"{base}/src", out, runner="direct", **settings)
+    assert _url_tree(out) == tree_bytes(ref)
+    tf.io.gfile.rmtree(base)

@@ -18,7 +18,7 @@ from tfpipe.convert._plan import assign_split, parse_split, plan_shards
 from tfpipe.convert._run import ON_ERROR, execute
 from tfpipe.convert._source import Source
 from tfpipe.convert._tfds import write_tfds_metadata
-from tfpipe.convert.beam import RUNNERS, check_paths, pipeline_flags, run_beam
+from tfpipe.convert.beam import RUNNERS, check_paths, is_url, pipeline_flags, run_beam, url_source
 from tfpipe.convert._summary import conversion_summary
 from tfpipe.convert._table_stats import attach_statistics, check_stats_request, local_statistics
 from tfpipe.convert.coco import BOX_POLICIES, CocoSource, looks_like_coco
@@ -146,10 +146,14 @@ def convert(src: str | os.PathLike[str], out: str | os.PathLike[str], *,
             raise ConfigError(f"workers applies to runner 'local'; runner {runner!r} takes "
                               "its parallelism from pipeline_options (e.g. "
                               "--direct_num_workers=2, --max_num_workers=50)")
-        check_paths(runner, src, out, *([] if images is None else [images]))
+    check_paths(runner, src, out, images=images, fmt=format)  # URLs: Beam + folders only
 
-    source = make_source(src, format, image_column=image_column, label_column=label_column,
-                         images=images, invalid_boxes=invalid_boxes)
+    if is_url(src):
+        source = url_source(os.fspath(src))
+    else:
+        source = make_source(src, format, image_column=image_column,
+                             label_column=label_column, images=images,
+                             invalid_boxes=invalid_boxes)
     if stats:
         check_stats_request(source, ratios)
     enumeration = source.enumerate()

@@ -381,7 +381,8 @@ def _exact(ds: tf.data.Dataset, n: int | None, s: Settings, empty_fill: bool = F
 def build_pipeline(config: Any, split: str = "train", epoch: int = 0, worker: Any = None,
                    as_supervised: bool = False, *, keep_index: bool = False, step: int = 0,
                    service: str | None = None, processing_mode: str = "off",
-                   job_name: str | None = None) -> tf.data.Dataset:
+                   job_name: str | None = None,
+                   service_timeout_s: float | None = 300.0) -> tf.data.Dataset:
     """The `tf.data.Dataset` of batches for `split` (see docs/pipeline.md).
 
     A train dataset advances one epoch per iteration: its n-th iteration (each
@@ -407,6 +408,9 @@ def build_pipeline(config: Any, split: str = "train", epoch: int = 0, worker: An
     worker the whole epoch: one worker gives the local epoch bit for bit) or
     "dynamic" (the epoch split among workers, each sample once, bit-identical by
     index, any order); `job_name` shares a job between consumers (docs/scale.md).
+    An iteration that receives nothing from the service for `service_timeout_s`
+    seconds (a lost worker: TF's client would wait forever) fails with a message
+    saying so; None waits forever.
     """
     s = settings(config)
     if s.features is not None:  # a table: (features, label) batches, docs/tabular.md
@@ -425,9 +429,10 @@ def build_pipeline(config: Any, split: str = "train", epoch: int = 0, worker: An
             raise ConfigError("build_pipeline: step= (resume) is not supported with service=; "
                               "resume from an epoch boundary (step=0) there")
 
-        _service.check(s, split, service, processing_mode, worker)
+        _service.check(s, split, service, processing_mode, worker, service_timeout_s)
         return _finish(_service.served(s, split, epoch, worker, keep_index, service,
-                                       processing_mode, job_name), s, as_supervised)
+                                       processing_mode, job_name, service_timeout_s),
+                       s, as_supervised)
     from tfpipe.pipeline import _materialize
 
     if isinstance(step, bool) or not isinstance(step, int) or step < 0:

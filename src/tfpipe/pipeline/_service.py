@@ -22,6 +22,12 @@ Modes (docs/scale.md says the same):
   each record's index up: every sample is bit-identical to the local
   pipeline's sample of the same index. Workers ship uint8 per-sample batches;
   L3, L4 (mixup/cutmix need the batch) and normalize run on the client.
+
+A lost worker: TF's client never gives up on a task whose worker is gone (the
+dispatcher keeps every worker it ever saw registered and the job never ends),
+and none of TF's settings bounds that wait. So each epoch's service stream runs
+under `stall_guard`: graph ops only, it fails the iteration with a tfpipe
+message once no element has arrived for `service_timeout_s` (docs/scale.md).
 """
 
 from __future__ import annotations
@@ -36,10 +42,28 @@ from tfpipe.errors import ConfigError
 from tfpipe.pipeline._settings import Settings
 
 MODES = ("off", "dynamic")
+# A healthy worker delivers an epoch's first batch within seconds; five minutes
+# leaves room for a cold, loaded worker and still fails long before a cluster
+# scheduler's own job timeout would.
+DEFAULT_TIMEOUT_S = 300.0
+# The guard's clock: one tick every TICK_S while it waits. The end of each epoch
+# costs ~3 ticks (the ticker's interleave thread winding down: measured 0.3 s),
+# each tick one scan step on an empty element; 0.1 s bounds both.
+TICK_S = 0.1
+# An epoch's first element may wait this many timeouts: before it, the workers
+# receive the epoch's job, build its graph and fill the shuffle buffer (16-25 s
+# on the loaded 2-core dev host, where later elements took 0.3 s).
+FIRST_FACTOR = 3
 
 
-def check(s: Settings, split: str, service: str, mode: str, worker: Any) -> None:
+def check(s: Settings, split: str, service: str, mode: str, worker: Any,
+          timeout_s: float | None = DEFAULT_TIMEOUT_S) -> None:
     """Config errors found before anything is built."""
+    if timeout_s is not None and (isinstance(timeout_s, bool)
+                                  or not isinstance(timeout_s, (int, float))
+                                  or not 1 <= timeout_s <= 86_400):
+        raise ConfigError("service_timeout_s: must be a number of seconds in [1, 86400], or "
+                          f"None to wait for a lost worker forever, got {timeout_s!r}")
     if mode not in MODES:
         raise ConfigError(f"processing_mode: must be one of {', '.join(MODES)}, got {mode!r}")
     if not isinstance(service, str) or "://" not in service and ":" not in service:
@@ -73,6 +97,83 @@ def _read(service: str, ds: tf.data.Dataset, mode: str, job_name: str | None,
                             tf.strings.as_string(epoch)])
     return data_service_ops._from_dataset_id(  # noqa: SLF001 - see above
         policy, service, dataset_id, ds.element_spec, job_name=name)
+
+
+_DATA, _TICK, _END = 0, 1, 2
+
+
+def _blank(spec: tf.TypeSpec) -> tf.Tensor:
+    """An empty stand-in of `spec`'s type (unknown dimensions 0) with `spec`'s static
+    shape, so ticks and data share one element spec."""
+    if not isinstance(spec, tf.TensorSpec):
+        raise ConfigError(f"service=: the served elements hold a {type(spec).__name__}; "
+                          "the lost-worker guard handles dense tensors only (set "
+                          "service_timeout_s=None to serve it unguarded)")
+    shape = [d if d is not None else 0 for d in spec.shape.as_list()]
+    t = tf.fill(shape, "") if spec.dtype == tf.string else tf.zeros(shape, spec.dtype)
+    return tf.compat.v1.placeholder_with_default(t, spec.shape)
+
+
+def stall_guard(ds: tf.data.Dataset, timeout_s: float, service: str, mode: str,
+                epoch: tf.Tensor) -> tf.data.Dataset:
+    """`ds`, failing with a tfpipe message once it has delivered nothing for `timeout_s`.
+
+    Graph ops only: a ticker (TF's SleepDataset, one empty element every TICK_S)
+    runs beside `ds` in a non-deterministic interleave, and a scan counts how long
+    the consumer has pulled nothing but ticks (an epoch's first element may take
+    FIRST_FACTOR times as long). It measures waiting, not training:
+    while the consumer is busy nothing is pulled, and a pull finds the buffered
+    data element first. Ticks are dropped; `ds`'s elements pass unchanged, in order.
+    """
+    from tensorflow.python.data.experimental.ops import testing  # SleepDataset
+
+    spec = ds.element_spec
+    dnc = tf.autograph.experimental.do_not_convert
+    blank = dnc(lambda kind: (tf.cast(kind, tf.int8), tf.nest.map_structure(_blank, spec)))
+    data = ds.map(dnc(lambda *el: (tf.constant(_DATA, tf.int8),
+                                   el if isinstance(spec, tuple) else el[0])))
+    data = data.concatenate(tf.data.Dataset.from_tensors(_END).map(blank))
+    ticks = (tf.data.Dataset.from_tensors(_TICK).map(blank).repeat()
+             .apply(testing.sleep(int(TICK_S * 1e6))))
+    branches = tf.data.Dataset.from_tensors(data).concatenate(tf.data.Dataset.from_tensors(ticks))
+    # deterministic=False: a pull takes whichever branch is ready, so a stalled
+    # data branch cannot block the ticks (the argument overrides Options.deterministic)
+    merged = branches.interleave(dnc(lambda d: d), cycle_length=2, block_length=1,
+                                 num_parallel_calls=2, deterministic=False)
+    # no quotes or apostrophes: TF's Assert prints string data C-escaped
+    head = f"tfpipe: tf.data service {service} (processing_mode={mode}) delivered nothing for "
+    tail = (": a worker was most likely lost (killed or unreachable) and not restarted. The "
+            "TF client waits for a lost worker forever, and the dispatcher keeps it in every "
+            "later job too (its log names it: Lost worker HOST:PORT due to timeout). Restart "
+            "that worker on the same address, or the dispatcher and its workers; raise "
+            "service_timeout_s if the workers are only slow")
+
+    @dnc
+    def step(state: tuple[tf.Tensor, tf.Tensor], x: Any) -> Any:
+        since, count = state
+        kind, el = x
+        now = tf.timestamp()
+        tick = tf.equal(kind, _TICK)
+        # a run of ticks starts at its first pull; any data element ends it
+        since = tf.where(tick, tf.where(since < 0, now, since), tf.constant(-1.0, tf.float64))
+        waited = tf.where(tick, now - since, tf.constant(0.0, tf.float64))
+        count = count + tf.cast(tf.equal(kind, _DATA), tf.int64)
+        first = tf.equal(count, 0)
+        limit = tf.where(first, tf.constant(FIRST_FACTOR * timeout_s, tf.float64),
+                         tf.constant(timeout_s, tf.float64))
+        msg = tf.strings.join([
+            head, tf.strings.as_string(waited, precision=1), " s (service_timeout_s=",
+            f"{timeout_s:g}", tf.where(first, f", x{FIRST_FACTOR} before the first element of "
+                                       "an epoch", ""), ") in epoch ",
+            tf.strings.as_string(epoch), " after ", tf.strings.as_string(count), " batches",
+            tail])
+        with tf.control_dependencies([tf.debugging.Assert(waited < limit, [msg])]):
+            kind = tf.identity(kind)
+        return (since, count), (kind, el)
+
+    out = merged.scan((tf.constant(-1.0, tf.float64), tf.constant(0, tf.int64)), step)
+    out = out.take_while(dnc(lambda kind, el: kind != _END))
+    return out.filter(dnc(lambda kind, el: kind == _DATA)).map(dnc(lambda kind, el: el))
 
 
 def _remote_options(s: Settings) -> tf.data.Options:
@@ -110,13 +211,17 @@ def record_positions(s: Settings, files: list[str], counts: list[int], epoch_see
 
 
 def served(s: Settings, split: str, epoch: int, worker: Any, keep_index: bool, service: str,
-           mode: str, job_name: str | None) -> tf.data.Dataset:
+           mode: str, job_name: str | None,
+           timeout_s: float | None = DEFAULT_TIMEOUT_S) -> tf.data.Dataset:
     """The train/eval dataset whose per-epoch heavy part runs on the service."""
     from tfpipe.pipeline import _build
     from tfpipe.pipeline._source import record_counts
 
     train = split in _build.TRAIN_SPLITS
     src, files, wk = _build._source(s, split, worker)
+
+    def guarded(ds: tf.data.Dataset, e: tf.Tensor) -> tf.data.Dataset:
+        return ds if timeout_s is None else stall_guard(ds, timeout_s, service, mode, e)
     counts = record_counts(src.files) if mode == "dynamic" else []
 
     # traced by flat_map: plain graph code, autograph would only re-trace Python
@@ -124,8 +229,8 @@ def served(s: Settings, split: str, epoch: int, worker: Any, keep_index: bool, s
     def off(e: tf.Tensor) -> tf.data.Dataset:
         records = _build._records(s, split, src, files, wk)
         remote = _build._assemble(s, split, e, wk, src, files, records, keep_index, False)
-        return _read(service, remote[-1][1].with_options(_remote_options(s)), mode,
-                     job_name, e)
+        return guarded(_read(service, remote[-1][1].with_options(_remote_options(s)), mode,
+                             job_name, e), e)
 
     @tf.autograph.experimental.do_not_convert
     def dynamic(e: tf.Tensor) -> tf.data.Dataset:
@@ -140,8 +245,8 @@ def served(s: Settings, split: str, epoch: int, worker: Any, keep_index: bool, s
         records = _build._records(ws, split, src, src.files, (0, 1))
         stages = dict(_build._assemble(ws, split, e, (0, 1), src, src.files, records,
                                        keep_index, False, index=index))
-        remote = _read(service, stages["batch"].with_options(_remote_options(ws)), mode,
-                       job_name, e)
+        remote = guarded(_read(service, stages["batch"].with_options(_remote_options(ws)),
+                               mode, job_name, e), e)
         return compose_locally(s, split, e, src, remote, keep_index)
 
     per_epoch = off if mode == "off" else dynamic

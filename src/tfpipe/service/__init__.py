@@ -25,8 +25,11 @@ from typing import Any
 log = logging.getLogger("tfpipe.service")
 
 LOOPBACK = "127.0.0.1"
-# A worker that misses heartbeats this long is declared lost by the dispatcher;
-# TF's default is 10 s.
+# A worker that misses heartbeats this long is logged as lost by the dispatcher
+# ("Lost worker HOST:PORT due to timeout"); TF's default is 10 s. That is all
+# TF does with it: the worker stays registered, its tasks stay in their jobs and
+# it gets a task in every new job, so a client reading such a job waits for it
+# forever. Clients bound that wait themselves (build_pipeline's service_timeout_s).
 WORKER_TIMEOUT_MS = 10_000
 # The dispatcher looks for lost workers (and unused jobs) only in its maintenance
 # pass, every job_gc_check_interval_ms: TF's default is 10 minutes, so a lost
@@ -94,6 +97,11 @@ def start_dispatcher(port: int = 0, work_dir: str | None = None, host: str = LOO
 
     if port < 0 or port > 65535:
         raise ValueError(f"port: must be 0..65535, got {port}")
+    for name, value in (("worker_timeout_ms", worker_timeout_ms),
+                        ("job_gc_timeout_ms", job_gc_timeout_ms)):
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int)
+                                  or value < 100):
+            raise ValueError(f"{name}: must be an int >= 100 (milliseconds), got {value!r}")
     kw: dict[str, Any] = {"port": port, "worker_timeout_ms": worker_timeout_ms,
                           "job_gc_check_interval_ms": CHECK_INTERVAL_MS}
     if work_dir:
@@ -114,9 +122,13 @@ def start_worker(dispatcher: str, port: int = 0, host: str = LOOPBACK,
     that uses them cannot run in a process that lacks them. Without a built
     library the worker still serves pure-TF graphs; a client whose graph uses the
     native ops then fails with TF's "Op type not registered" error from the worker.
+    `heartbeat_ms`: how often it reports to the dispatcher (and picks up new tasks).
     """
     target = dispatcher.removeprefix("grpc://")
     _port(target, "--dispatcher")  # before importing TensorFlow: fail fast
+    if isinstance(heartbeat_ms, bool) or not isinstance(heartbeat_ms, int) or heartbeat_ms < 100:
+        raise ValueError(f"heartbeat_ms: must be an int >= 100 (milliseconds), "
+                         f"got {heartbeat_ms!r}")
 
     import tensorflow as tf
 
