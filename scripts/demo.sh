@@ -8,6 +8,13 @@ OUT=${1:-demo-out}
 mkdir -p "$OUT"
 if [ -t 1 ]; then B=$'\033[1m' N=$'\033[0m'; else B='' N=''; fi  # bold on a terminal only
 step() { printf '\n%s== %s%s\n' "$B" "$*" "$N"; }
+# The plain-Python steps import TensorFlow outside the CLI, whose start-up INFO
+# lines ignore TF_CPP_MIN_LOG_LEVEL (tensorflow#100442); drop just those lines
+# (absl INFO format, its banner, the CPU-feature note) and pass the rest through.
+py() {
+  python "$@" 2> >(grep --line-buffered -v -E \
+    '^I[0-9]{4} [0-9:.]+ +[0-9]+ [A-Za-z0-9_.]+:[0-9]+\] |^WARNING: All log messages before absl::InitializeLog|^To enable the following instructions: ' >&2)
+}
 
 step "tfpipe env"
 tfpipe env
@@ -48,7 +55,7 @@ HERE=$(dirname "$0")
 MODEL_CFG=("${CFG[@]}" --set "data.image_size=[96,96]")
 
 step "Train a tiny CNN for two epochs, fed by tfpipe (build_pipeline -> model.fit)"
-python "$HERE/demo_train.py" imagenet "$OUT/tiny_cnn.keras" "${MODEL_CFG[@]}"
+py "$HERE/demo_train.py" imagenet "$OUT/tiny_cnn.keras" "${MODEL_CFG[@]}"
 
 step "Export: SavedModel with the eval preprocessing in its signatures + TF Serving files"
 rm -rf "$OUT/export"
@@ -58,7 +65,7 @@ tfpipe verify "$OUT/export"
 step "Serve: a fresh process (no tfpipe) classifies raw JPEGs; then the same via the REST JSON body"
 JPEGS=()
 for d in "$OUT"/raw/*/; do JPEGS+=("$(ls "$d"*.jpg | head -n 1)"); done
-python "$HERE/demo_classify.py" "$OUT/export/tiny_cnn/1" "${JPEGS[@]}"
+py "$HERE/demo_classify.py" "$OUT/export/tiny_cnn/1" "${JPEGS[@]}"
 printf '\nServe it: tensorflow_model_server --port=8500 --rest_api_port=8501 --model_config_file=%s --enable_batching --batching_parameters_file=%s\n' \
   "$(realpath "$OUT/export/models.config")" "$(realpath "$OUT/export/batching_parameters.txt")"
 
@@ -67,4 +74,4 @@ step "Tabular: a synthetic CTR table, converted with statistics, a tiny model tr
 rm -rf "$OUT/ctr" "$OUT/ctr-export"
 tfpipe sample-data ctr "$OUT/ctr.parquet" --rows 4000 --seed 0
 tfpipe convert "$OUT/ctr.parquet" "$OUT/ctr" --split train=0.9,val=0.1 --stats
-python "$HERE/demo_tabular.py" "$OUT/ctr" "$OUT/ctr-export"
+py "$HERE/demo_tabular.py" "$OUT/ctr" "$OUT/ctr-export"
