@@ -259,21 +259,32 @@ class Detect(Classify):
         mixup = any(op.name == "mixup" for op in self.batch_ops)
 
         def augment_batch(x, b, c, n, weights):
-            if self.pixel:
-                x, _ = self.l3(batch, x, normalize=False)
-            elif float_out:
-                x = tf.cast(x, tf.float32) * (1.0 / 255.0)
             bseed = seeds.batch_seed(self.es, global_batch)
-            for k, op in enumerate(self.batch_ops):
+            ops = [(k, op) for k, op in enumerate(self.batch_ops)]
+            # mosaic first, on the uint8 batch (4x fewer bytes than float32, one
+            # resample per pixel), then L3 on the mosaic (as YOLO's colour jitter),
+            # then detection mixup on L3's output; each op keeps its seed index k
+            ops.sort(key=lambda kop: kop[1].name != "mosaic")
+            pixels_done = False
+            for k, op in ops:
                 kseed = seeds.op_seed(bseed, k)
                 kw = {key: (tuple(v) if isinstance(v, list) else v)
                       for key, v in op.params.items()}
                 if op.name == "mosaic":
                     x, b, c, n = aug("mosaic")(x, b, c, n, kseed, p=op.p, **kw)
                     weights = tf.cast(tf.range(s.max_boxes)[None, :] < n[:, None], tf.float32)
-                else:
-                    x, b, c, n, weights = aug("detection_mixup")(x, b, c, n, kseed, p=op.p, **kw)
+                    continue
+                if not pixels_done:
+                    x, pixels_done = to_l3(x), True
+                x, b, c, n, weights = aug("detection_mixup")(x, b, c, n, kseed, p=op.p, **kw)
+            if not pixels_done:
+                x = to_l3(x)
             return x, b, c, n, weights
+
+        def to_l3(x):
+            if self.pixel:
+                return self.l3(batch, x, normalize=False)[0]
+            return tf.cast(x, tf.float32) * (1.0 / 255.0) if float_out else x
 
         if self.pixel or self.batch_ops:
             if s.enable_rate >= 1.0:
