@@ -150,6 +150,16 @@ def test_native_equals_pure_tf() -> None:
             with native.pure_tf():
                 b = A.mosaic(*args, p=0.7, scale=scale, fill_value=114.0)[0].numpy()
             np.testing.assert_array_equal(a, b, err_msg=f"{dtype} {shape} {scale}")
+    # the graph runs the kernel (stateless), and pure_tf() traces stock TF ops only
+    spec = (tf.TensorSpec([2, 8, 8, 3], tf.uint8), tf.TensorSpec([2], tf.int32))
+
+    def types() -> set[str]:
+        fn = tf.function(lambda x, s: A.mosaic(x, *_empty_boxes(2), s)[0], autograph=False)
+        return {n.op for n in fn.get_concrete_function(*spec).graph.as_graph_def().node}
+
+    assert "TfpipeMosaic" in types()
+    with native.pure_tf():
+        assert "TfpipeMosaic" not in types()
 
 
 def test_scale_half_is_the_2x2_mean_inside_each_tile() -> None:
