@@ -139,17 +139,28 @@ class _nothing:
 
 
 def test_native_equals_pure_tf() -> None:
+    """The kernel and its twin on the same tables: odd sizes, 1/3/4 channels, scales
+    that leave fill (0.3) or cut tiles (1.3), centres on the canvas edges."""
     if not native_mosaic.available():
         pytest.skip("native library not built")
+    from tfpipe.augment.detection import _mosaic_tf
+
+    rng = np.random.default_rng(11)
     for dtype in ("uint8", "float32"):
         for k, (shape, scale) in enumerate((((5, 21, 27, 3), 0.5), ((4, 12, 17, 1), 0.3),
                                             ((3, 10, 13, 4), 1.3), ((6, 19, 23, 3), 0.77))):
+            b, h, w, _ = shape
             images = _images(dtype, shape, k)
-            args = (images, *_empty_boxes(shape[0]), tf.constant([7, k]))
-            a = A.mosaic(*args, p=0.7, scale=scale, fill_value=114.0)[0].numpy()
-            with native.pure_tf():
-                b = A.mosaic(*args, p=0.7, scale=scale, fill_value=114.0)[0].numpy()
-            np.testing.assert_array_equal(a, b, err_msg=f"{dtype} {shape} {scale}")
+            centers = np.stack([rng.integers(0, w + 1, b), rng.integers(0, h + 1, b)], 1)
+            centers[0] = [0, h]  # one tile only / edges
+            centers = tf.constant(centers, tf.int32)
+            x0, wx = mosaic_taps(centers[:, 0], w, scale)
+            y0, wy = mosaic_taps(centers[:, 1], h, scale)
+            args = (images, tf.constant(rng.integers(0, b, (4, b)), tf.int32), centers, x0, wx,
+                    y0, wy, tf.constant(rng.random(b) < 0.7), 114.0)
+            np.testing.assert_array_equal(native_mosaic.mosaic_taps(*args).numpy(),
+                                          _mosaic_tf(*args).numpy(),
+                                          err_msg=f"{dtype} {shape} {scale}")
     # the graph runs the kernel (stateless), and pure_tf() traces stock TF ops only
     spec = (tf.TensorSpec([2, 8, 8, 3], tf.uint8), tf.TensorSpec([2], tf.int32))
 
@@ -245,3 +256,19 @@ def test_pipeline_mosaic_is_augment_mosaic_on_the_uint8_batch(det_shards) -> Non
     for key, ref in zip(("image", "boxes", "classes", "num_boxes"), want):
         np.testing.assert_array_equal(with_m[key].numpy(), ref.numpy(), err_msg=key)
     assert not np.array_equal(with_m["image"].numpy(), plain["image"].numpy())
+
+
+def test_native_rejects_bad_tables() -> None:
+    if not native_mosaic.available():
+        pytest.skip("native library not built")
+    images = np.zeros((2, 4, 5, 3), np.uint8)
+    good = dict(partners=np.zeros((4, 2), np.int32), centers=np.full((2, 2), 2, np.int32),
+                x0=np.zeros((2, 5), np.int32), wx=np.zeros((2, 5), np.int32),
+                y0=np.zeros((2, 4), np.int32), wy=np.zeros((2, 4), np.int32),
+                apply=np.ones(2, bool))
+    assert native_mosaic.mosaic_taps(images, **good).shape == images.shape
+    for key, value, match in (("partners", np.full((4, 2), 2, np.int32), "partners must be in"),
+                              ("wx", np.full((2, 5), 257, np.int32), "weights must be in"),
+                              ("y0", np.zeros((2, 5), np.int32), r"y0 \[B, H\]")):
+        with pytest.raises(tf.errors.InvalidArgumentError, match=match):
+            native_mosaic.mosaic_taps(images, **{**good, key: value})
