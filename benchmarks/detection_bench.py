@@ -4,6 +4,7 @@ mosaic, without affine and mosaic, decode-only, and the same recipe written with
 OpenCV / albumentations / NumPy.
 
     .venv/bin/python benchmarks/detection_bench.py --images 300 --rounds 3 --seconds 3
+    .venv/bin/python benchmarks/detection_bench.py --kernel   # augment.mosaic alone
 
 Data: `--images` COCO-style JPEGs (q90, longer side 300-500 px) cut from the photos
 bundled with scikit-image / scikit-learn (`tfpipe.sample_data`), 1-8 random boxes
@@ -201,6 +202,88 @@ class Peer:
             yield images, boxes
 
 
+def previous_mosaic_images(images, partners, cx, cy, scale: float = 0.5):
+    """The definition before this one (kept here only to measure it): every tile
+    warped over the WHOLE canvas with `augment.affine` and a quadrant kept of each."""
+    import tensorflow as tf
+
+    from tfpipe import augment as A
+
+    b = tf.shape(images)[0]
+    h, w = images.shape[1], images.shape[2]
+    xs = tf.range(w, dtype=tf.float32)[None, None, :] + 0.5
+    ys = tf.range(h, dtype=tf.float32)[None, :, None] + 0.5
+    left, top = xs < cx[:, None, None], ys < cy[:, None, None]
+    masks = [top & left, top & ~left, ~top & left, ~top & ~left]
+    sw, sh = scale * w, scale * h
+    offsets = [(cx - sw, cy - sh), (cx, cy - sh), (cx - sw, cy), (cx, cy)]
+    canvas = tf.zeros_like(images)
+    for q in range(4):
+        tx, ty = offsets[q]
+        m = A.compose(A.translate_matrix(tf.fill([b], 0.5), tf.fill([b], 0.5)),
+                      A.scale_matrix(tf.fill([b], scale)),
+                      A.translate_matrix(tx - 0.5, ty - 0.5))
+        tile = A.affine(tf.gather(images, partners[q]), m, (h, w), "bilinear", "constant", 0.0)
+        canvas = tf.where(masks[q][..., None], tile, canvas)
+    return canvas
+
+
+def kernel_bench(rounds: int, reps: int = 3) -> None:
+    """augment.mosaic on a 16x512x512x3 batch (p 1): native, pure-TF twin, and the
+    previous definition on uint8 and on float32 (where the pipeline ran it)."""
+    import tensorflow as tf
+
+    from tfpipe import augment as A
+    from tfpipe import native
+
+    rng = np.random.default_rng(0)
+    x = tf.constant(rng.integers(0, 256, (BATCH, SIZE, SIZE, 3), dtype=np.uint8))
+    xf = tf.cast(x, tf.float32) / 255.0
+    boxes = tf.zeros([BATCH, MAX_BOXES, 4])
+    classes = tf.fill([BATCH, MAX_BOXES], tf.constant(-1, tf.int64))
+    num = tf.zeros([BATCH], tf.int32)
+    partners = [tf.range(BATCH)] + [tf.constant(rng.permutation(BATCH), tf.int32)
+                                    for _ in range(3)]
+    cx = tf.constant(rng.integers(128, 384, BATCH), tf.float32)
+    cy = tf.constant(rng.integers(128, 384, BATCH), tf.float32)
+    fns = {}
+    for name, pure in (("augment.mosaic uint8, native TfpipeMosaic", False),
+                       ("augment.mosaic uint8, pure-TF twin", True)):
+        with native.pure_tf() if pure else _Nothing():
+            fns[name] = tf.function(lambda s: A.mosaic(x, boxes, classes, num, s)[0]
+                                    ).get_concrete_function(tf.TensorSpec([2], tf.int32))
+    fns["previous definition, uint8 (4 full-canvas warps)"] = tf.function(
+        lambda s: previous_mosaic_images(x, partners, cx, cy)).get_concrete_function(
+        tf.TensorSpec([2], tf.int32))
+    fns["previous definition, float32 (as the pipeline ran it)"] = tf.function(
+        lambda s: previous_mosaic_images(xf, partners, cx, cy)).get_concrete_function(
+        tf.TensorSpec([2], tf.int32))
+    times: dict[str, list[float]] = {n: [] for n in fns}
+    for rnd in range(rounds):
+        for name, fn in (fns.items() if rnd % 2 == 0 else reversed(list(fns.items()))):
+            fn(tf.constant([0, 0])).numpy()
+            t = time.perf_counter()
+            for i in range(reps):
+                fn(tf.constant([rnd, i])).numpy()
+            times[name].append((time.perf_counter() - t) / reps / BATCH * 1e3)
+    first = next(iter(fns))
+    print(f"| mosaic of a {BATCH}x{SIZE}x{SIZE}x3 batch, p 1 | ms per image: median (range) "
+          f"| x native |")
+    print("|---|---|---|")
+    for name, t in times.items():
+        ratio = [a / b for a, b in zip(t, times[first])]
+        print(f"| {name} | {statistics.median(t):.2f} ({min(t):.2f}-{max(t):.2f}) | "
+              f"{statistics.median(ratio):.1f} ({min(ratio):.1f}-{max(ratio):.1f}) |")
+
+
+class _Nothing:
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+
 REF = "decode only (full decode_jpeg, tfpipe threading)"
 MOSAIC = "tfpipe detection preset (mosaic p 0.5)"
 NO_MOSAIC = "tfpipe detection preset without mosaic"
@@ -241,7 +324,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--warmup", type=int, default=2)
     p.add_argument("--data", type=Path, help="an existing converted dataset dir")
     p.add_argument("--work", type=Path, help="where to build the sample data (default: a temp dir)")
+    p.add_argument("--kernel", action="store_true",
+                   help="time augment.mosaic alone (native, pure TF, previous definition)")
     args = p.parse_args(argv)
+    if args.kernel:
+        kernel_bench(args.rounds)
+        return 0
 
     from tfpipe.bench import measure
     from tfpipe.system import available_cpus
