@@ -281,20 +281,32 @@ class Detect(Classify):
                 x = to_l3(x)
             return x, b, c, n, weights
 
+        # with nothing after L3 (no mixup) its fused pass also normalizes: one float32
+        # pass over the batch less; same bits (both end in color.normalize's formula;
+        # the detection preset's batches hash the same with and without this)
+        fuse_norm = float_out and not mixup and self.fused is not None
+
         def to_l3(x):
             if self.pixel:
-                return self.l3(batch, x, normalize=False)[0]
+                return self.l3(batch, x, normalize=fuse_norm)[0]
             return tf.cast(x, tf.float32) * (1.0 / 255.0) if float_out else x
 
+        normalized = False
         if self.pixel or self.batch_ops:
+            normalized = fuse_norm and bool(self.pixel)
+
+            def plain():
+                if not float_out:
+                    return x, b, c, n, weights
+                plain_x = tf.cast(x, tf.float32) * (1.0 / 255.0)
+                return (self.normalize(plain_x) if normalized else plain_x, b, c, n, weights)
+
             if s.enable_rate >= 1.0:
                 x, b, c, n, weights = augment_batch(x, b, c, n, weights)
             else:
                 x, b, c, n, weights = gated(  # per sample, as classification
-                    batch["_enabled"], lambda *_: augment_batch(x, b, c, n, weights),
-                    lambda: (tf.cast(x, tf.float32) * (1.0 / 255.0) if float_out else x,
-                             b, c, n, weights))
-        if float_out:
+                    batch["_enabled"], lambda *_: augment_batch(x, b, c, n, weights), plain)
+        if float_out and not normalized:
             x = self.normalize(x)
         out = {"image": x, "boxes": b, "classes": c, "num_boxes": n}
         if mixup:
