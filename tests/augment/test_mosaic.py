@@ -148,7 +148,8 @@ def test_native_equals_pure_tf() -> None:
     rng = np.random.default_rng(11)
     for dtype in ("uint8", "float32"):
         for k, (shape, scale) in enumerate((((5, 21, 27, 3), 0.5), ((4, 12, 17, 1), 0.3),
-                                            ((3, 10, 13, 4), 1.3), ((6, 19, 23, 3), 0.77))):
+                                            ((3, 10, 13, 4), 1.3), ((6, 19, 23, 3), 0.77),
+                                            ((3, 64, 96, 3), 0.5))):  # long scale-0.5 runs
             b, h, w, _ = shape
             images = _images(dtype, shape, k)
             centers = np.stack([rng.integers(0, w + 1, b), rng.integers(0, h + 1, b)], 1)

@@ -26,6 +26,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 
 #if defined(__SSE2__)
 #include <emmintrin.h>
@@ -144,6 +145,30 @@ inline void Store3(float* out, __m128 acc) {
 }
 #endif
 
+#if defined(__SSE2__)
+// Scale 0.5 (every weight 128, the taps of consecutive output pixels two source
+// pixels apart): the formula is exactly (a + b + c + d + 2) >> 2, since
+// (128 * 128 * sum + 32768) >> 16 = floor((sum + 2) / 4). Two 3-channel output
+// pixels from 16 bytes of each source row (12 used; r0 + 16, r1 + 16 inside).
+inline void Half2(const uint8_t* r0, const uint8_t* r1, uint8_t* out) {
+  const __m128i zero = _mm_setzero_si128();
+  const __m128i a = _mm_loadu_si128(reinterpret_cast<const __m128i*>(r0));
+  const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(r1));
+  // u16 column sums: lo = bytes 0-7 (p0, p1, p2c0-1), hi = bytes 8-15 (p2c2, p3, ...)
+  const __m128i lo = _mm_add_epi16(_mm_unpacklo_epi8(a, zero), _mm_unpacklo_epi8(b, zero));
+  const __m128i hi = _mm_add_epi16(_mm_unpackhi_epi8(a, zero), _mm_unpackhi_epi8(b, zero));
+  const __m128i o0 = _mm_add_epi16(lo, _mm_srli_si128(lo, 6));        // lanes 0-2: p0 + p1
+  const __m128i d = _mm_or_si128(_mm_srli_si128(lo, 12), _mm_slli_si128(hi, 4));  // p2, p3
+  const __m128i o1 = _mm_add_epi16(d, _mm_srli_si128(d, 6));          // lanes 0-2: p2 + p3
+  const __m128i keep = _mm_setr_epi16(-1, -1, -1, 0, 0, 0, 0, 0);
+  __m128i e = _mm_or_si128(_mm_and_si128(o0, keep), _mm_slli_si128(_mm_and_si128(o1, keep), 6));
+  e = _mm_srli_epi16(_mm_add_epi16(e, _mm_set1_epi16(2)), 2);
+  alignas(16) uint8_t tmp[16];
+  _mm_store_si128(reinterpret_cast<__m128i*>(tmp), _mm_packus_epi16(e, e));
+  std::memcpy(out, tmp, 6);
+}
+#endif
+
 struct Args {
   const void* in;
   const void* in_end;
@@ -182,7 +207,24 @@ void Row(const Args& a, int64_t b, int64_t y) {
     const int64_t src = a.partners[(top ? 0 : 2 * a.b) + half * a.b + b];
     const T* img = in + src * h * row;
     const T* r0 = img + y0 * row;  // dereferenced only when row0 / row1
+#if defined(__SSE2__)
+    // the scale-0.5 pattern: both source rows inside, row weight 128 (pairs below)
+    [[maybe_unused]] const bool halves = row0 && row1 && wy1 == 128;
+#endif
     for (int64_t x = x_begin; x < x_end; ++x) {
+#if defined(__SSE2__)
+      if constexpr (std::is_same<T, uint8_t>::value && kC == 3) {
+        if (halves) {  // pairs of interior pixels whose 16-byte reads stay inside
+          while (x + 1 < x_end && wxs[x] == 128 && wxs[x + 1] == 128 &&
+                 x0s[x + 1] == x0s[x] + 2 && x0s[x] >= 0 && x0s[x + 1] + 1 < w &&
+                 r0 + row + x0s[x] * 3 + 16 <= in_end) {
+            Half2(r0 + x0s[x] * 3, r0 + row + x0s[x] * 3, out + x * 3);
+            x += 2;
+          }
+          if (x >= x_end) break;
+        }
+      }
+#endif
       const int64_t x0 = x0s[x];
       const A wx1 = static_cast<A>(wxs[x]), wx0 = static_cast<A>(256) - wx1;
       T* o = out + x * c;

@@ -10,6 +10,8 @@ same kind of key must agree, since one resample has one kernel and one border
 rule; else ConfigError). Boxes go through `transform_boxes` with the same matrix, are clipped, filtered (empty after
 clipping) and padded to `data.max_boxes` (`pad_boxes`: box 0, class -1).
 Eval: plain resize of the whole image (no crop, so no box is cut).
+Per batch (train): mosaic on the uint8 batch (one resample per output pixel), L3 on
+the result, detection mixup, normalize (fused into L3's pass when no mixup follows).
 
 Elements: image [H,W,C], boxes [max_boxes,4] normalized yxyx, classes
 [max_boxes] int64 (-1 = padding), num_boxes int32; detection mixup adds
