@@ -347,6 +347,7 @@ def main(argv: list[str] | None = None) -> int:
     builders = variants(args.data, max(1, int(cpus)))
     names = list(builders)
     rates: dict[str, list[float]] = {n: [] for n in names}
+    cpu_ms: dict[str, list[float]] = {n: [] for n in names}  # process CPU time per image
     rounds: list[dict[str, float]] = []
 
     def run(name: str, steps: int):
@@ -361,9 +362,12 @@ def main(argv: list[str] | None = None) -> int:
         order = names if rnd % 2 == 0 else list(reversed(names))
         this: dict[str, float] = {}
         for name in order:
-            this[name] = run(name, steps[name]).elements_per_s
+            r = run(name, steps[name])
+            this[name] = r.elements_per_s
             rates[name].append(this[name])
-            print(f"round {rnd + 1}: {name:58s} {this[name]:8.1f} images/s", flush=True)
+            cpu_ms[name].append(r.cpu_util * r.wall_s * r.available_cpus / r.elements * 1e3)
+            print(f"round {rnd + 1}: {name:58s} {this[name]:8.1f} images/s "
+                  f"{cpu_ms[name][-1]:6.2f} CPU-ms/image", flush=True)
         rounds.append(this)
 
     def rng(values: list[float]) -> str:
@@ -371,16 +375,19 @@ def main(argv: list[str] | None = None) -> int:
 
     print()
     print(f"| variant | images/s: median (range), {args.rounds} rounds | "
-          "x decode-only: median (range) |")
-    print("|---|---|---|")
+          "x decode-only: median (range) | process CPU ms per image: median (range) |")
+    print("|---|---|---|---|")
     for name in names:
         med = statistics.median(rates[name])
         ratio = [r[name] / r[REF] for r in rounds]
+        c = cpu_ms[name]
         print(f"| {name} | {med:,.0f} ({min(rates[name]):,.0f}-{max(rates[name]):,.0f}) | "
-              f"{rng(ratio)} |")
+              f"{rng(ratio)} | {statistics.median(c):.1f} ({min(c):.1f}-{max(c):.1f}) |")
     print()
-    print(f"mosaic / no mosaic, per round: {rng([r[MOSAIC] / r[NO_MOSAIC] for r in rounds])}")
-    print(f"tfpipe (mosaic) / peer, per round: {rng([r[MOSAIC] / r[PEER] for r in rounds])}")
+    print(f"mosaic / no mosaic, per round: {rng([r[MOSAIC] / r[NO_MOSAIC] for r in rounds])}"
+          f"; by CPU time: {rng([b / a for a, b in zip(cpu_ms[MOSAIC], cpu_ms[NO_MOSAIC])])}")
+    print(f"tfpipe (mosaic) / peer, per round: {rng([r[MOSAIC] / r[PEER] for r in rounds])}"
+          f"; by CPU time: {rng([b / a for a, b in zip(cpu_ms[MOSAIC], cpu_ms[PEER])])}")
     print(f"\ntotal {time.time() - t0:.0f}s")
     if tmp is not None:
         tmp.cleanup()
