@@ -234,7 +234,6 @@ def det_shards(tmp_path_factory) -> str:
     return str(out / "train-*.tfrecord")
 
 
-@pytest.mark.slow  # ~10-18 s: one detection pipeline's stages traced
 def test_pipeline_mosaic_is_augment_mosaic_on_the_uint8_batch(det_shards) -> None:
     """The pipeline's first batch == `augment.mosaic` (seed: op 0 of the batch seed)
     of the uint8 batch its compose stage receives; uint8 in, uint8 out."""
