@@ -12,7 +12,8 @@ from __future__ import annotations
 import tensorflow as tf
 
 from tfpipe.augment.boxes import transform_boxes
-from tfpipe.augment.geometry import affine, compose, scale_matrix, split_seeds, translate_matrix
+from tfpipe.augment.geometry import compose, scale_matrix, split_seeds, translate_matrix
+from tfpipe.native import mosaic as native_mosaic
 from tfpipe.seeds import ALG
 
 PAD_CLASS = -1
@@ -69,6 +70,88 @@ def _blend(a: tf.Tensor, b: tf.Tensor, lam: tf.Tensor) -> tf.Tensor:
     return tf.saturate_cast(tf.round(out), dtype) if dtype.is_integer else tf.cast(out, dtype)
 
 
+# Fixed-point mosaic taps: positions in units of 2^-17 pixel, weights in 1/256.
+_POS_BITS = 17
+_WEIGHT_BITS = 8
+
+
+def mosaic_taps(cut: tf.Tensor, size: tf.Tensor | int, scale: float
+                ) -> tuple[tf.Tensor, tf.Tensor]:
+    """Separable bilinear taps of one mosaic axis: (t0, w1), int32 [B, size] each.
+
+    Output index i < cut[b] lies in the first tile (left / top), the rest in the
+    second. The source centre coordinate (pixel centres at integers) is
+    u = (i + 0.5 - cut) / scale + size - 0.5 in the first tile (its far edge lands
+    on the cut) and u = (i + 0.5 - cut) / scale - 0.5 in the second, evaluated in
+    exact integers with 1/scale ~ r / 2^16, r = round(2^16 / scale):
+    u17 = (2 (i - cut) + 1) r + (2 size - 1) 2^16 (first) or - 2^16 (second) is u
+    in units of 2^-17. t0 = floor(u), the second tap t0 + 1 gets the weight
+    w1 = round_half_up(frac(u) * 256) in [0, 256], the first 256 - w1. t0 is
+    clamped to [-2, size] (still every tap outside the image where it was).
+    """
+    r = int(round(2.0 ** 16 / float(scale)))
+    if r < 1:
+        raise ValueError(f"scale must be <= 65536, got {scale}")
+    n = tf.cast(size, tf.int64)
+    pos = tf.range(n, dtype=tf.int64)[None, :]
+    c = tf.cast(cut, tf.int64)[:, None]
+    one = 1 << (_POS_BITS - 1)
+    u = (2 * (pos - c) + 1) * r + tf.where(pos < c, (2 * n - 1) * one, -one)
+    t0 = tf.math.floordiv(u, 1 << _POS_BITS)
+    frac = u - t0 * (1 << _POS_BITS)
+    shift = _POS_BITS - _WEIGHT_BITS
+    w1 = tf.bitwise.right_shift(frac + (1 << (shift - 1)), shift)
+    return tf.cast(tf.clip_by_value(t0, -2, n), tf.int32), tf.cast(w1, tf.int32)
+
+
+def _mosaic_tf(images: tf.Tensor, partners: tf.Tensor, centers: tf.Tensor, x0: tf.Tensor,
+               wx: tf.Tensor, y0: tf.Tensor, wy: tf.Tensor, apply: tf.Tensor,
+               fill_value: float) -> tf.Tensor:
+    """The pure-TF twin of `TfpipeMosaic` (mosaic.cc): the same taps, the same
+    arithmetic (uint8: exact int32; float32: the same IEEE ops in the same order).
+
+    Separable gathers of whole lines, never of single pixels (a per-pixel gather of
+    3-byte slices costs ~10x more): the two source rows of every output row, from
+    the left and the right partner, side by side; transposed, so that the two source
+    columns of every output column are again whole lines; the arithmetic in that
+    [B, W, H, C] layout and one transpose back. A 1-pixel fill border makes every
+    out-of-image tap read the fill value."""
+    dtype = images.dtype
+    shape = tf.shape(images)
+    h, w, c = shape[1], shape[2], shape[3]
+    if dtype == tf.uint8:
+        fill = tf.saturate_cast(tf.round(tf.cast(fill_value, tf.float32)), tf.uint8)
+    else:
+        fill = tf.cast(fill_value, dtype)
+    padded = tf.pad(images, [[0, 0], [1, 1], [1, 1], [0, 0]], constant_values=fill)
+    lines = tf.reshape(padded, tf.stack([-1, w + 2, c]))  # [B * (H + 2), W + 2, C]
+    cx, cy = centers[:, 0], centers[:, 1]
+    top = tf.range(h)[None, :] < cy[:, None]                     # [B, H]
+    left = tf.range(w)[None, :] < cx[:, None]                    # [B, W]
+    src = [tf.where(top, partners[0][:, None], partners[2][:, None]),   # left tiles
+           tf.where(top, partners[1][:, None], partners[3][:, None])]   # right tiles
+    # left partner's columns at [0, W + 2), the right partner's at [W + 2, 2W + 4)
+    cols = [tf.where(left, 0, w + 2) + tf.clip_by_value(x0 + k, -1, w) + 1 for k in (0, 1)]
+    acc_t = tf.int32 if dtype == tf.uint8 else tf.float32
+    wx1 = tf.cast(wx, acc_t)[:, :, None, None]                   # [B, W, 1, 1]
+    wy1 = tf.cast(wy, acc_t)[:, None, :, None]                   # [B, 1, H, 1]
+    wx0, wy0 = 256 - wx1, 256 - wy1
+    rows_h = []
+    for k in (0, 1):  # source rows y0 and y0 + 1 of every output row
+        ry = tf.clip_by_value(y0 + k, -1, h) + 1
+        both = tf.concat([tf.gather(lines, s * (h + 2) + ry) for s in src], axis=2)
+        t = tf.transpose(both, [0, 2, 1, 3])                     # [B, 2W + 4, H, C]
+        p0, p1 = (tf.cast(tf.gather(t, cols[j], axis=1, batch_dims=1), acc_t) for j in (0, 1))
+        rows_h.append(tf.add(tf.multiply(wx0, p0), tf.multiply(wx1, p1)))
+    acc = tf.add(tf.multiply(wy0, rows_h[0]), tf.multiply(wy1, rows_h[1]))
+    if dtype == tf.uint8:
+        out = tf.cast(tf.bitwise.right_shift(acc + 32768, 16), tf.uint8)
+    else:
+        out = tf.cast(acc * (1.0 / 65536.0), dtype)
+    out = tf.transpose(out, [0, 2, 1, 3])
+    return tf.where(apply[:, None, None, None], out, images)
+
+
 def mosaic(images: tf.Tensor, boxes: tf.Tensor, classes: tf.Tensor, num_boxes: tf.Tensor,
            seed: tf.Tensor, p: float = 1.0, scale: float = 0.5,
            center_range: tuple[float, float] = (0.25, 0.75), fill_value: float = 0.0,
@@ -80,14 +163,20 @@ def mosaic(images: tf.Tensor, boxes: tf.Tensor, classes: tf.Tensor, num_boxes: t
     A centre point (cx, cy) is drawn in `center_range` (fractions of W, H, rounded to
     whole pixels); each tile is its image resized by `scale` with the corner that
     faces the centre placed at the centre (top-left tile: bottom-right corner), and cut
-    at the centre lines; uncovered canvas gets `fill_value`. Boxes follow their tile's
-    matrix, are clipped to the canvas, filtered (min_visibility, min_area in output
-    pixels) and re-padded to N. Shapes and dtypes are unchanged.
+    at the centre lines; uncovered canvas gets `fill_value`. Each output pixel is
+    resampled once, from its own tile only: separable bilinear taps in fixed point
+    (`mosaic_taps`), uint8 in exact integers, rounded half up (docs/augment.md).
+    Boxes follow their tile's matrix, are clipped to the canvas, filtered
+    (min_visibility, min_area in output pixels) and re-padded to N. Shapes and dtypes
+    are unchanged; uint8 / float32 run the native `TfpipeMosaic` when built, else
+    its pure-TF twin (bit-identical); other dtypes go through float32.
     """
     if not 0.0 <= p <= 1.0:
         raise ValueError(f"p must be in [0, 1], got {p}")
     if not 0.0 < center_range[0] <= center_range[1] < 1.0:
         raise ValueError(f"center_range must satisfy 0 < low <= high < 1, got {center_range}")
+    if not scale > 0:
+        raise ValueError(f"scale must be > 0, got {scale}")
     images = tf.convert_to_tensor(images)
     boxes = tf.convert_to_tensor(boxes, tf.float32)
     classes = tf.convert_to_tensor(classes)
@@ -102,16 +191,25 @@ def mosaic(images: tf.Tensor, boxes: tf.Tensor, classes: tf.Tensor, num_boxes: t
     cx = tf.round(cxy[:, 0] * wf)  # edge coordinates (pixel boundaries)
     cy = tf.round(cxy[:, 1] * hf)
     apply = tf.random.stateless_uniform(tf.reshape(b, [1]), seeds[5], alg=ALG) < p
-    # pixel centre x maps to the edge coordinate x + 0.5; left half of the canvas: x + 0.5 < cx
-    xs = tf.range(w, dtype=tf.float32)[None, None, :] + 0.5
-    ys = tf.range(h, dtype=tf.float32)[None, :, None] + 0.5
-    left = xs < cx[:, None, None]
-    top = ys < cy[:, None, None]
-    quadrant_masks = [top & left, top & ~left, ~top & left, ~top & ~left]
-    # tile offsets in edge coordinates: X_out = scale * X_src + t
+    # pixels: pixel centre x + 0.5 < cx (x < cx for whole-pixel cx) is the left half
+    centers = tf.cast(tf.stack([cx, cy], axis=1), tf.int32)
+    x0, wx = mosaic_taps(centers[:, 0], w, scale)
+    y0, wy = mosaic_taps(centers[:, 1], h, scale)
+    pidx = tf.cast(tf.stack(partners), tf.int32)
+    if native_mosaic.usable(images.dtype):
+        out_images = native_mosaic.mosaic_taps(images, pidx, centers, x0, wx, y0, wy, apply,
+                                               fill_value)
+    elif images.dtype in (tf.uint8, tf.float32):
+        out_images = _mosaic_tf(images, pidx, centers, x0, wx, y0, wy, apply, fill_value)
+    else:
+        out = _mosaic_tf(tf.cast(images, tf.float32), pidx, centers, x0, wx, y0, wy, apply,
+                         fill_value)
+        out_images = (tf.saturate_cast(tf.round(out), images.dtype) if images.dtype.is_integer
+                      else tf.cast(out, images.dtype))
+    out_images = tf.ensure_shape(out_images, images.shape)
+    # boxes: each tile's matrix in edge coordinates, X_out = scale * X_src + t
     sw, sh = scale * wf, scale * hf
     offsets = [(cx - sw, cy - sh), (cx, cy - sh), (cx - sw, cy), (cx, cy)]
-    canvas = tf.fill(tf.shape(images), tf.cast(fill_value, images.dtype))
     all_boxes, all_classes, all_keep = [], [], []
     valid = valid_mask(num_boxes, max_boxes)
     for q in range(4):
@@ -121,8 +219,6 @@ def mosaic(images: tf.Tensor, boxes: tf.Tensor, classes: tf.Tensor, num_boxes: t
         m = compose(translate_matrix(tf.fill([b], 0.5), tf.fill([b], 0.5)),
                     scale_matrix(tf.fill([b], scale)),
                     translate_matrix(tx - 0.5, ty - 0.5))
-        tile = affine(tf.gather(images, idx), m, (h, w), "bilinear", "constant", fill_value)
-        canvas = tf.where(quadrant_masks[q][..., None], tile, canvas)
         tb, keep = transform_boxes(tf.gather(boxes, idx), m, (h, w), (h, w),
                                    min_visibility, min_area)
         all_boxes.append(tb)
@@ -131,7 +227,6 @@ def mosaic(images: tf.Tensor, boxes: tf.Tensor, classes: tf.Tensor, num_boxes: t
     new_boxes, new_classes, new_num = compact(tf.concat(all_boxes, 1), tf.concat(all_classes, 1),
                                               tf.concat(all_keep, 1), max_boxes)
     new_boxes = tf.ensure_shape(new_boxes, boxes.shape)
-    out_images = tf.where(apply[:, None, None, None], canvas, images)
     out_boxes = tf.where(apply[:, None, None], new_boxes, boxes)
     out_classes = tf.where(apply[:, None], new_classes, classes)
     out_num = tf.where(apply, new_num, tf.cast(num_boxes, tf.int32))

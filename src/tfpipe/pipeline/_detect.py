@@ -10,6 +10,8 @@ same kind of key must agree, since one resample has one kernel and one border
 rule; else ConfigError). Boxes go through `transform_boxes` with the same matrix, are clipped, filtered (empty after
 clipping) and padded to `data.max_boxes` (`pad_boxes`: box 0, class -1).
 Eval: plain resize of the whole image (no crop, so no box is cut).
+Per batch (train): mosaic on the uint8 batch (one resample per output pixel), L3 on
+the result, detection mixup, normalize (fused into L3's pass when no mixup follows).
 
 Elements: image [H,W,C], boxes [max_boxes,4] normalized yxyx, classes
 [max_boxes] int64 (-1 = padding), num_boxes int32; detection mixup adds
@@ -259,31 +261,54 @@ class Detect(Classify):
         mixup = any(op.name == "mixup" for op in self.batch_ops)
 
         def augment_batch(x, b, c, n, weights):
-            if self.pixel:
-                x, _ = self.l3(batch, x, normalize=False)
-            elif float_out:
-                x = tf.cast(x, tf.float32) * (1.0 / 255.0)
             bseed = seeds.batch_seed(self.es, global_batch)
-            for k, op in enumerate(self.batch_ops):
+            ops = [(k, op) for k, op in enumerate(self.batch_ops)]
+            # mosaic first, on the uint8 batch (4x fewer bytes than float32, one
+            # resample per pixel), then L3 on the mosaic (as YOLO's colour jitter),
+            # then detection mixup on L3's output; each op keeps its seed index k
+            ops.sort(key=lambda kop: kop[1].name != "mosaic")
+            pixels_done = False
+            for k, op in ops:
                 kseed = seeds.op_seed(bseed, k)
                 kw = {key: (tuple(v) if isinstance(v, list) else v)
                       for key, v in op.params.items()}
                 if op.name == "mosaic":
                     x, b, c, n = aug("mosaic")(x, b, c, n, kseed, p=op.p, **kw)
                     weights = tf.cast(tf.range(s.max_boxes)[None, :] < n[:, None], tf.float32)
-                else:
-                    x, b, c, n, weights = aug("detection_mixup")(x, b, c, n, kseed, p=op.p, **kw)
+                    continue
+                if not pixels_done:
+                    x, pixels_done = to_l3(x), True
+                x, b, c, n, weights = aug("detection_mixup")(x, b, c, n, kseed, p=op.p, **kw)
+            if not pixels_done:
+                x = to_l3(x)
             return x, b, c, n, weights
 
+        # with nothing after L3 (no mixup) its fused pass also normalizes: one float32
+        # pass over the batch less; same bits (both end in color.normalize's formula;
+        # the detection preset's batches hash the same with and without this)
+        fuse_norm = float_out and not mixup and self.fused is not None
+
+        def to_l3(x):
+            if self.pixel:
+                return self.l3(batch, x, normalize=fuse_norm)[0]
+            return tf.cast(x, tf.float32) * (1.0 / 255.0) if float_out else x
+
+        normalized = False
         if self.pixel or self.batch_ops:
+            normalized = fuse_norm and bool(self.pixel)
+
+            def plain():
+                if not float_out:
+                    return x, b, c, n, weights
+                plain_x = tf.cast(x, tf.float32) * (1.0 / 255.0)
+                return (self.normalize(plain_x) if normalized else plain_x, b, c, n, weights)
+
             if s.enable_rate >= 1.0:
                 x, b, c, n, weights = augment_batch(x, b, c, n, weights)
             else:
                 x, b, c, n, weights = gated(  # per sample, as classification
-                    batch["_enabled"], lambda *_: augment_batch(x, b, c, n, weights),
-                    lambda: (tf.cast(x, tf.float32) * (1.0 / 255.0) if float_out else x,
-                             b, c, n, weights))
-        if float_out:
+                    batch["_enabled"], lambda *_: augment_batch(x, b, c, n, weights), plain)
+        if float_out and not normalized:
             x = self.normalize(x)
         out = {"image": x, "boxes": b, "classes": c, "num_boxes": n}
         if mixup:
