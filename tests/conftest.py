@@ -134,5 +134,5 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list) -> None:
     if DURATIONS.is_file():
         seconds = json.loads(DURATIONS.read_text(encoding="utf-8"))["modules"]
         items[:] = longest_first(items, seconds)
-    if config.getvalue("loadgroup"):
+    if config.getoption("loadgroup", default=False):  # unknown under -p no:xdist
         _pin_groups(items)
