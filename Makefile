@@ -32,7 +32,7 @@ demo: venv
 	PATH="$(abspath $(VENV))/bin:$$PATH" bash scripts/demo.sh $(DEMO_DIR)
 
 test: native
-	$(PY) -m pytest -n 2 --dist loadgroup -q tests
+	$(PY) -m pytest -n 2 --dist loadgroup --no-loadscope-reorder -q tests
 
 clean:
 	rm -rf $(DEMO_DIR) bench-out

@@ -24,6 +24,9 @@ from tfpipe.pipeline import build_pipeline
 
 from .epochs_child import _cfg, _digest, _pass, fit_digests
 
+# one xdist worker builds the module fixtures (fresh) once
+pytestmark = pytest.mark.xdist_group("pipeline-epochs")
+
 SRC = str(Path(tfpipe.__file__).resolve().parents[1])  # the child runs this same tfpipe
 
 

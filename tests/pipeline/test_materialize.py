@@ -17,6 +17,9 @@ from tfpipe.pipeline import MATERIALIZED_MARKER, build_pipeline, materialize
 from .conftest import base_config
 from .helpers import batches
 
+# one xdist worker builds the module fixtures (mat, live) once
+pytestmark = pytest.mark.xdist_group("pipeline-materialize")
+
 
 def _raw(dataset: str) -> dict:
     raw = base_config(dataset)

@@ -35,6 +35,9 @@ from tfpipe.pipeline import build_pipeline, build_stages
 
 from .conftest import _example, write_shards
 
+# one xdist worker builds the module fixtures (photos, pipeline_out) once
+pytestmark = pytest.mark.xdist_group("pipeline-oracle-224")
+
 SIZE = (224, 224)
 N = 12
 SCALE, RATIO = (0.08, 1.0), (3 / 4, 4 / 3)

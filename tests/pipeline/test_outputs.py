@@ -19,6 +19,9 @@ from .bad_data import BAD, write_bad_dataset
 from .conftest import CLASSES, NUM, base_config
 from .helpers import by_index
 
+# one xdist worker builds the module fixtures (records, geometry_only, eval_u8) once
+pytestmark = pytest.mark.xdist_group("pipeline-outputs")
+
 MEAN, STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
 
 

@@ -18,6 +18,9 @@ from .bad_data import BAD, write_bad_dataset
 from .conftest import NUM, base_config
 from .helpers import all_ops, batches, by_index, graph_def
 
+# one xdist worker builds the module fixtures (bad_data, reference, epoch1) once
+pytestmark = pytest.mark.xdist_group("pipeline-reproducibility")
+
 HARD = {"augment.enable_rate": 0.5,
         "augment.batch": {"mixup": {"alpha": 0.4}, "cutmix": {"alpha": 1.0, "p": 0.5}}}
 
