@@ -65,6 +65,8 @@ class Settings:
     # parallel shard reads: 0 = one per open shard; AUTOTUNE (`interleave_cycle:
     # autotune`): tf.data decides. Never changes a byte (the cycle sets the order).
     read_parallel: int = 0
+    # "host" | "device": where train L3 + normalize + L4 run (augment.pixel_stage)
+    pixel_stage: str = "host"
 
     def active(self, section: str) -> list[Op]:
         """Enabled ops of `geometry` / `pixel` / `batch` with p > 0, in order."""
@@ -131,4 +133,5 @@ def settings(config: Any) -> Settings:
         geometry=_ops(aug.geometry),
         pixel=_ops(aug.pixel),
         batch=_ops(aug.batch),
+        pixel_stage=str(aug.pixel_stage),
     )
