@@ -12,6 +12,12 @@ rounds, and the figure is milliseconds per batch (median and range over rounds):
 
     .venv/bin/python benchmarks/on_device_bench.py --rounds 5 --steps 10
 
+`--host-cpu` measures instead the HOST's CPU time per image of the train
+pipeline (process user + system seconds over `--steps` batches, all tf.data
+threads included), `pixel_stage: host` vs `device` vs the decode-only reference
+of benchmarks/pipeline_bench.py, in alternating rounds: on a shared machine CPU
+time moves much less with the load than wall-clock throughput does.
+
 Data: the same generated shards as benchmarks/pipeline_bench.py (--data DIR to reuse).
 """
 
@@ -35,6 +41,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--steps", type=int, default=10, help="timed batches per variant and round")
     p.add_argument("--batch", type=int, default=64)
     p.add_argument("--data", type=Path)
+    p.add_argument("--host-cpu", action="store_true",
+                   help="host CPU ms per image of the pipeline (host vs device vs decode-only)")
     args = p.parse_args(argv)
 
     import tensorflow as tf
@@ -51,6 +59,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.data is None:
         tmp = tempfile.TemporaryDirectory(prefix="tfpipe-ondevice-")
         args.data = make_data(Path(tmp.name), args.images)
+    if args.host_cpu:
+        return host_cpu(args)
     common = [f"data.path={args.data}", f"pipeline.batch_size={args.batch}",
               "augment.pixel_stage=device"]
     mix = ["augment.batch.mixup.enabled=true", "augment.batch.cutmix.enabled=true"]
@@ -89,6 +99,48 @@ def main(argv: list[str] | None = None) -> int:
         print(f"| {name} | {statistics.median(v):.1f} ({min(v):.1f}-{max(v):.1f}) |")
     if tmp is not None:
         tmp.cleanup()
+    return 0
+
+
+def host_cpu(args: argparse.Namespace) -> int:
+    """Host CPU ms per image: pixel_stage host vs device vs decode-only, alternating rounds."""
+    import tfpipe
+    from tfpipe.bench import baselines as B
+    from tfpipe.config import parse_set_options
+    from pipeline_bench import pipeline_map_parallelism
+
+    base = [f"data.path={args.data}", f"pipeline.batch_size={args.batch}",
+            "augment.pixel.saturation.enabled=false"]  # the pipeline_bench recipe
+    host = tfpipe.load_config("imagenet", parse_set_options(base))
+    dev = tfpipe.load_config("imagenet", parse_set_options(base + ["augment.pixel_stage=device"]))
+    npc = pipeline_map_parallelism(host)
+    builders = {"pixel_stage host (float32 normalized)": lambda: tfpipe.build_pipeline(host),
+                "pixel_stage device (uint8 + draws)": lambda: tfpipe.build_pipeline(dev),
+                "decode only (full decode_jpeg, tfpipe threading)":
+                    lambda: B.decode_only_like(host, npc)}
+    ms: dict[str, list[float]] = {n: [] for n in builders}
+    for rnd in range(args.rounds):
+        names = list(builders) if rnd % 2 == 0 else list(reversed(builders))
+        for name in names:
+            it = iter(builders[name]())
+            for _ in range(2):  # warm up: pipeline start, first traces
+                next(it)
+            images = 0
+            t0 = time.process_time()
+            for _ in range(args.steps):
+                b = next(it)
+                first = b[next(iter(b))] if isinstance(b, dict) else b[0]
+                images += int(first.shape[0])
+            ms[name].append((time.process_time() - t0) * 1000.0 / images)
+            print(f"round {rnd + 1}: {name:50s} {ms[name][-1]:6.3f} CPU ms/image", flush=True)
+    ref = ms["decode only (full decode_jpeg, tfpipe threading)"]
+    print(f"\n| host pipeline, batch {args.batch}x224x224x3 | CPU ms per image: median (range), "
+          f"{args.rounds} rounds | x decode-only's CPU time: median (range) |")
+    print("|---|---|---|")
+    for name, v in ms.items():
+        r = [a / b for a, b in zip(v, ref)]
+        print(f"| {name} | {statistics.median(v):.3f} ({min(v):.3f}-{max(v):.3f}) | "
+              f"{statistics.median(r):.2f} ({min(r):.2f}-{max(r):.2f}) |")
     return 0
 
 
