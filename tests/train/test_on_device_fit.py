@@ -1,9 +1,9 @@
 """`tfpipe.train.fit` with `augment.pixel_stage: device`: same weights, exact resume.
 
-Two runs of the same model (same initial weights) over 2 epochs with mixup +
-cutmix (labels mixed on the device): the all-host pipeline, uninterrupted; and
-the device mode interrupted mid-epoch (an exception after step 3 of epoch 1,
-the last checkpoint at step 2 of it) then resumed by a second `fit` from the
+Two runs of the same model (same initial weights) over one epoch of 4 steps
+with mixup + cutmix (labels mixed on the device): the all-host pipeline,
+uninterrupted; and the device mode interrupted mid-epoch (an exception after
+step 3, the last checkpoint at step 2) then resumed by a second `fit` from the
 checkpoint. On CPU both end with bit-identical weights: the device stage gives
 the host pipeline's batches, and resume positions the same pipeline as before.
 """
@@ -20,7 +20,7 @@ from train_data import config
 
 OVER = {"augment.batch": {"mixup": {"alpha": 0.2, "p": 0.5}, "cutmix": {"alpha": 1.0, "p": 0.5}},
         "pipeline.batch_size": 16}
-EPOCHS = 2
+EPOCHS = 1
 
 
 def _model() -> keras.Model:
@@ -46,22 +46,23 @@ def _weights(m: keras.Model) -> list[np.ndarray]:
     return [w.numpy() for w in m.weights]
 
 
+@pytest.mark.slow
 def test_device_mode_trains_the_same_weights_and_resumes_exactly(train_dataset, tmp_path):
     host_cfg = config(train_dataset, **OVER)
     dev_cfg = config(train_dataset, **OVER, **{"augment.pixel_stage": "device"})
     m = _model()
     tfpipe.train.fit(m, host_cfg, EPOCHS, tmp_path / "host", save_every=2, verbose=0)
     runs = {"host": _weights(m)}
-    # 4 steps per epoch (64 records / 16): the 7th step is step 3 of epoch 1, the
-    # last checkpoint the one of step 2: the resume is mid-epoch
+    # 4 steps per epoch (64 records / 16): crash after step 3, the last checkpoint
+    # the one of step 2: the resume is mid-epoch
     m = _model()
     with pytest.raises(RuntimeError, match="crash"):
         tfpipe.train.fit(m, dev_cfg, EPOCHS, tmp_path / "resume", save_every=2, verbose=0,
-                         callbacks=[_Crash(7)])
+                         callbacks=[_Crash(3)])
     last = tf.train.latest_checkpoint(str(tmp_path / "resume"))
     saved = [int(tf.train.load_variable(last, f"position/{k}/.ATTRIBUTES/VARIABLE_VALUE"))
              for k in ("epoch", "step")]
-    assert saved == [1, 2]
+    assert saved == [0, 2]
     position = tfpipe.train.PipelinePosition(dev_cfg)
     m = _model()  # a fresh process would start from fresh weights
     tfpipe.train.fit(m, dev_cfg, EPOCHS, tmp_path / "resume", save_every=2, verbose=0,

@@ -181,11 +181,6 @@ class DeviceSpec:
                    enable_rate=float(d.get("enable_rate", 1.0)))
 
 
-def alpha(op: Mapping[str, Any]) -> float:
-    """The Beta(alpha, alpha) of a mixup / cutmix entry (their config defaults)."""
-    return float(op["params"].get("alpha", 0.2 if op["name"] == "mixup" else 1.0))
-
-
 # --------------------------------------------------------------------------- stage
 class DeviceStage:
     """`(features, labels) -> (images, labels)`: L3 + L4 + normalize of one batch,
