@@ -92,6 +92,10 @@ def variants(data: Path, batch: int):
         "tfpipe imagenet (build_pipeline)": lambda: build_pipeline(cfg, "train"),
         "tfpipe imagenet, uint8 output (normalize on the accelerator)":
             lambda: build_pipeline(cfg_u8, "train"),
+        "tfpipe imagenet, pixel_stage device (uint8 + draws; L3/normalize in the step)":
+            lambda: build_pipeline(load_config("imagenet", parse_set_options([
+                f"data.path={data}", f"pipeline.batch_size={batch}",
+                "augment.pixel.saturation.enabled=false", "augment.pixel_stage=device"])), "train"),
         "cv2 in tf.py_function, npc=8": lambda: B.cv2_py_function(files, batch),
         "albumentations via tf.numpy_function, npc=8": lambda: B.albumentations_numpy_function(files, batch),
         "per-sample tf.image": lambda: B.tf_image_per_sample(files, batch),

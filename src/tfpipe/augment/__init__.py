@@ -57,10 +57,14 @@ __all__ = [
 from tfpipe.augment import batch as _batch  # noqa: E402
 from tfpipe.augment import color as _color  # noqa: E402
 from tfpipe.augment import pixel as _pixel  # noqa: E402
+from tfpipe.augment import on_device as _on_device  # noqa: E402
 from tfpipe.augment import policies as _policies  # noqa: E402
 from tfpipe.augment.batch import *  # noqa: E402,F401,F403
 from tfpipe.augment.color import *  # noqa: E402,F401,F403
 from tfpipe.augment.pixel import *  # noqa: E402,F401,F403
 from tfpipe.augment.policies import *  # noqa: E402,F401,F403
+# the device half of `augment.pixel_stage: device` (docs/augment-pixel.md, "On-device pixel stage")
+from tfpipe.augment.on_device import DeviceSpec, DeviceStage, OnDevice, apply_on_device  # noqa: E402,F401
 
-__all__ += [*_color.__all__, *_pixel.__all__, *_policies.__all__, *_batch.__all__]
+__all__ += [*_color.__all__, *_pixel.__all__, *_policies.__all__, *_batch.__all__,
+            "DeviceSpec", "DeviceStage", "OnDevice", "apply_on_device"]

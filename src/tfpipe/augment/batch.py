@@ -25,7 +25,8 @@ from tfpipe.augment.color import ALG
 from tfpipe.augment.pixel import box_masks
 
 __all__ = ["to_one_hot", "sample_beta", "sample_partners", "mixup", "cutmix",
-           "mixup_or_cutmix", "sample_cutmix_boxes", "paste_boxes"]
+           "mixup_or_cutmix", "sample_cutmix_boxes", "paste_boxes", "sample_mixup",
+           "apply_mixup", "sample_cutmix", "apply_cutmix"]
 
 
 def to_one_hot(labels, num_classes: int, dtype=tf.float32) -> tf.Tensor:
@@ -93,22 +94,37 @@ def _mix_labels(labels, perm, w_partner) -> tf.Tensor:
     return labels + w * (tf.gather(labels, perm) - labels)
 
 
-def mixup(images, labels, seed, alpha: float = 0.2, p: float = 1.0):
-    """Mixup over the batch; returns (images, labels). See the module docstring."""
-    images, labels = _images(images), _labels(labels, images)
+def sample_mixup(seed, batch_size, alpha: float = 0.2, p: float = 1.0
+                 ) -> tuple[tf.Tensor, tf.Tensor]:
+    """What `mixup` draws from its batch seed: (partners perm [B] int32, lambda [B]
+    f32, 1 where a sample is not mixed). Split out so the draws can be made on the
+    host and applied elsewhere (`tfpipe.augment.on_device`)."""
     _check_p(p)
     s_perm, s_lam, s_p = _substreams(seed, 3)
-    b = tf.shape(images)[0]
-    perm = sample_partners(s_perm, b)
-    lam = sample_beta(s_lam, alpha, [b])
+    perm = sample_partners(s_perm, batch_size)
+    lam = sample_beta(s_lam, alpha, [batch_size])
     if float(p) < 1.0:
-        lam = tf.where(tf.random.stateless_uniform([b], s_p, alg=ALG) < p, lam, tf.ones_like(lam))
+        u = tf.random.stateless_uniform([batch_size], s_p, alg=ALG)
+        lam = tf.where(u < p, lam, tf.ones_like(lam))
+    return perm, lam
+
+
+def apply_mixup(images, labels, perm, lam):
+    """The mixup kernel for drawn (perm, lam); returns (images, labels)."""
+    images, labels = _images(images), _labels(labels, images)
     x = tf.cast(images, tf.float32)
     l4 = tf.reshape(lam, [-1, 1, 1, 1])
     mixed = x * l4 + tf.gather(x, perm) * (1.0 - l4)
     if images.dtype == tf.uint8:
         mixed = tf.cast(tf.clip_by_value(tf.round(mixed), 0.0, 255.0), tf.uint8)
     return mixed, _mix_labels(labels, perm, 1.0 - lam)
+
+
+def mixup(images, labels, seed, alpha: float = 0.2, p: float = 1.0):
+    """Mixup over the batch; returns (images, labels). See the module docstring."""
+    images, labels = _images(images), _labels(labels, images)
+    perm, lam = sample_mixup(seed, tf.shape(images)[0], alpha, p)
+    return apply_mixup(images, labels, perm, lam)
 
 
 def sample_cutmix_boxes(seed, lam, height, width) -> tf.Tensor:
@@ -140,23 +156,39 @@ def paste_boxes(images, partner_images, boxes) -> tf.Tensor:
     return tf.where(box_masks(boxes, shape[1], shape[2]), partner_images, images)
 
 
+def sample_cutmix(seed, batch_size, height, width, alpha: float = 1.0, p: float = 1.0
+                  ) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
+    """What `cutmix` draws from its batch seed for [B, height, width] images:
+    (partners perm [B] int32, boxes [B, 4] int32, partner label weight [B] f32 =
+    the pasted area fraction of each integer box)."""
+    _check_p(p)
+    s_perm, s_lam, s_box, s_p = _substreams(seed, 4)
+    perm = sample_partners(s_perm, batch_size)
+    lam = sample_beta(s_lam, alpha, [batch_size])
+    if float(p) < 1.0:
+        u = tf.random.stateless_uniform([batch_size], s_p, alg=ALG)
+        lam = tf.where(u < p, lam, tf.ones_like(lam))
+    boxes = sample_cutmix_boxes(s_box, lam, height, width)
+    area = (boxes[:, 2] - boxes[:, 0]) * (boxes[:, 3] - boxes[:, 1])
+    # float64 for the division so the weight is the exact area fraction to 1 ulp of float32
+    hw = tf.cast(height, tf.float64) * tf.cast(width, tf.float64)
+    frac = tf.cast(tf.cast(area, tf.float64) / hw, tf.float32)
+    return perm, boxes, frac
+
+
+def apply_cutmix(images, labels, perm, boxes, weight):
+    """The cutmix kernel for drawn (perm, boxes, weight); returns (images, labels)."""
+    images, labels = _images(images), _labels(labels, images)
+    out = paste_boxes(images, tf.gather(images, perm), boxes)
+    return out, _mix_labels(labels, perm, weight)
+
+
 def cutmix(images, labels, seed, alpha: float = 1.0, p: float = 1.0):
     """CutMix over the batch; returns (images, labels). See the module docstring."""
     images, labels = _images(images), _labels(labels, images)
-    _check_p(p)
-    s_perm, s_lam, s_box, s_p = _substreams(seed, 4)
     shape = tf.shape(images)
-    b, h, w = shape[0], shape[1], shape[2]
-    perm = sample_partners(s_perm, b)
-    lam = sample_beta(s_lam, alpha, [b])
-    if float(p) < 1.0:
-        lam = tf.where(tf.random.stateless_uniform([b], s_p, alg=ALG) < p, lam, tf.ones_like(lam))
-    boxes = sample_cutmix_boxes(s_box, lam, h, w)
-    area = (boxes[:, 2] - boxes[:, 0]) * (boxes[:, 3] - boxes[:, 1])
-    # float64 for the division so the weight is the exact area fraction to 1 ulp of float32
-    frac = tf.cast(tf.cast(area, tf.float64) / tf.cast(h * w, tf.float64), tf.float32)
-    out = paste_boxes(images, tf.gather(images, perm), boxes)
-    return out, _mix_labels(labels, perm, frac)
+    perm, boxes, frac = sample_cutmix(seed, shape[0], shape[1], shape[2], alpha, p)
+    return apply_cutmix(images, labels, perm, boxes, frac)
 
 
 def mixup_or_cutmix(images, labels, seed, *, mixup_alpha: float = 0.2, cutmix_alpha: float = 1.0,

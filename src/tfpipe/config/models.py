@@ -180,6 +180,10 @@ def _op_entries(value: Any) -> Any:
 
 class AugmentConfig(_Model):
     enable_rate: Unit = 1.0  # type: ignore[valid-type]
+    # Where L3 + normalize + L4 run for the train split: `host` (in the pipeline) or
+    # `device` (the pipeline emits uint8 + the draws; `tfpipe.augment.OnDevice` in the
+    # train step applies them: docs/augment-pixel.md, "On-device pixel stage").
+    pixel_stage: Literal["host", "device"] = "host"
     geometry: dict[str, GeometryOp] = Field(default_factory=dict)
     pixel: dict[str, PixelOp] = Field(default_factory=dict)
     batch: dict[str, BatchOp] = Field(default_factory=dict)
@@ -223,6 +227,9 @@ class Config(_Model):
             if op.name == "elastic" and task == "detection":
                 problems.append("augment.geometry.elastic: a non-affine warp cannot move boxes; "
                                 "not allowed with data.task 'detection'")
+        if self.augment.pixel_stage == "device" and task != "classification":
+            problems.append(f"augment.pixel_stage: 'device' needs data.task 'classification', "
+                            f"got {fmt(task)} (detection runs L3 on the host: use 'host')")
         if channels == 1:
             for op in self.augment.active("pixel"):
                 if op.name in ("saturation", "hue", "channel_shuffle"):
@@ -245,7 +252,8 @@ class Config(_Model):
     def to_dict(self) -> dict[str, Any]:
         """Plain, fully resolved dict in YAML shape (ops keyed by name, in order)."""
         out = self.model_dump(mode="json", exclude={"augment", "features"})
-        out["augment"] = {"enable_rate": self.augment.enable_rate}
+        out["augment"] = {"enable_rate": self.augment.enable_rate,
+                          "pixel_stage": self.augment.pixel_stage}
         for section in SECTIONS:
             out["augment"][section] = {op.name: op.to_dict() for op in self.augment.ops(section)}
         if self.features is not None:  # image configs keep their dict (and hash) unchanged

@@ -2,6 +2,7 @@
 
 from tfpipe.pipeline._build import (STAGES, batches_per_pass, build_pipeline, build_stages,
                                     one_epoch_view, set_epoch)
+from tfpipe.pipeline._classify import device_spec, device_stage
 from tfpipe.pipeline._cluster import ClusterWorker, tf_config_worker, worker_shares
 from tfpipe.pipeline._errors import framing_losses, reset_skipped_counts, skipped_counts
 from tfpipe.pipeline._materialize import MARKER as MATERIALIZED_MARKER
@@ -20,6 +21,8 @@ __all__ = [
     "batches_per_pass",
     "build_stages",
     "config_hash",
+    "device_spec",
+    "device_stage",
     "map_parallelism",
     "materialize",
     "one_epoch_view",

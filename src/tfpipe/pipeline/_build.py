@@ -514,6 +514,9 @@ def _finish(ds: tf.data.Dataset, s: Settings, as_supervised: bool) -> tf.data.Da
     if as_supervised:
         if s.task == "detection":
             ds = ds.map(lambda e: (e["image"], {k: v for k, v in e.items() if k != "image"}))
+        elif "augment_enabled" in ds.element_spec:
+            # pixel_stage device, train: (features, label), the draws beside the image
+            ds = ds.map(lambda e: ({k: v for k, v in e.items() if k != "label"}, e["label"]))
         else:
             ds = ds.map(lambda e: (e["image"], e["label"]))
     ds = ds.with_options(options(s))

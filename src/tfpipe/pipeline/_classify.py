@@ -36,7 +36,9 @@ from tfpipe.pipeline._decode import decode_full, decode_window, resize_uint8
 from tfpipe.pipeline._settings import Op, Settings
 from tfpipe.pipeline._source import IMAGE_KEY, LABEL_KEY
 from tfpipe.augment import color
+from tfpipe.augment import on_device
 from tfpipe.augment.geometry import bernoulli, split_seeds
+from tfpipe.augment.on_device import gated, select_rows  # noqa: F401 - _detect uses them from here
 from tfpipe.pipeline.fast import FUSABLE, FusedPixel, fusable, normalizer
 
 PIXEL_BASE = 1000
@@ -113,13 +115,9 @@ def aug(name: str) -> Any:
 
 
 def pixel_fn(op: Op) -> Callable[[tf.Tensor, tf.Tensor], tf.Tensor]:
-    """`(images [B,H,W,C], seeds [B,2]) -> images` for an L3 op (per-row parameters)."""
-    fn = aug(f"random_{op.name}") or aug(op.name)
-    if fn is None:
-        raise ConfigError(f"augment.pixel.{op.name}: no such op in tfpipe.augment "
-                          f"(looked for random_{op.name} / {op.name})")
-    params = {k: (tuple(v) if isinstance(v, list) else v) for k, v in op.params.items()}
-    return lambda images, s: fn(images, s, **params, p=op.p)
+    """`(images [B,H,W,C], seeds [B,2]) -> images` for an L3 op (per-row parameters);
+    the same resolution the device stage makes (`augment.on_device.pixel_function`)."""
+    return on_device.pixel_function(op.name, op.params, op.p)
 
 
 class Classify:
@@ -151,6 +149,16 @@ class Classify:
         # docs/performance.md); the same bits either way, on every host
         self.normalize = normalizer(s.mean, s.std)
         self.mixers = [aug(op.name) for op in self.batch_ops]
+        if s.pixel_stage not in ("host", "device"):
+            raise ConfigError(f"augment.pixel_stage: must be 'host' or 'device', got "
+                              f"{s.pixel_stage!r}")
+        if s.pixel_stage == "device" and s.task != "classification":
+            raise ConfigError(f"augment.pixel_stage: 'device' needs data.task 'classification', "
+                              f"got {s.task!r} (detection runs L3 on the host: use 'host')")
+        # device mode: the train batches leave uint8 + the draws (`device_inputs`);
+        # `augment.OnDevice` applies L3, L4 and normalize in the train step
+        self.device = train and s.pixel_stage == "device"
+        self.samplers = [aug(f"sample_{op.name}") for op in self.batch_ops]
         for op in self.batch_ops if s.task == "classification" else []:
             if op.name not in ("mixup", "cutmix"):
                 raise ConfigError(f"augment.batch.{op.name}: not a classification op; "
@@ -296,10 +304,42 @@ class Classify:
                 raise ConfigError("data.num_classes: needed for one-hot labels (label_format "
                                   "one_hot, mixup or cutmix) and the manifest has no class names")
             labels = self.to_one_hot(labels, int(num_classes))
-        x, labels = self.augment_batch(batch, images, labels, global_batch)
-        out = {"image": x, "label": labels}
+        if self.device:
+            out = {"image": images, "label": labels,
+                   **self.device_inputs(batch, images, global_batch)}
+        else:
+            x, labels = self.augment_batch(batch, images, labels, global_batch)
+            out = {"image": x, "label": labels}
         if keep_index:
             out["index"] = seeds.global_index(batch["_local"], self.wi, self.wc)
+        return out
+
+    def device_inputs(self, batch: dict[str, tf.Tensor], images: tf.Tensor,
+                      global_batch: tf.Tensor) -> dict[str, tf.Tensor]:
+        """What `augment_batch` would draw for this batch, as tensors for the device
+        stage (`augment.on_device`, its module docstring lists the keys): the
+        enable decisions, the L3 inputs of `pixel_inputs`, the L4 draws of each
+        mixer's sampler from the same op seeds. No pixel is touched."""
+        b = tf.shape(images)[0]
+        out = {on_device.ENABLED: batch["_enabled"] if "_enabled" in batch
+               else tf.ones([b], tf.bool)}
+        if self.pixel:
+            inputs = self.pixel_inputs(batch)
+            if self.fused:
+                out[on_device.PIXEL_PARAMS] = inputs["_pparams"]
+                out[on_device.PIXEL_APPLY] = inputs["_papply"]
+            else:
+                out[on_device.PIXEL_SEEDS] = inputs["_pseeds"]
+        bseed = seeds.batch_seed(self.es, global_batch)
+        h, w = self.s.image_size
+        for k, op in enumerate(self.batch_ops):
+            alpha = float(op.params.get("alpha", 0.2 if op.name == "mixup" else 1.0))
+            seed = seeds.op_seed(bseed, k)
+            if op.name == "mixup":
+                out["mixup_perm"], out["mixup_lambda"] = self.samplers[k](seed, b, alpha, op.p)
+            else:
+                (out["cutmix_perm"], out["cutmix_boxes"],
+                 out["cutmix_weight"]) = self.samplers[k](seed, b, h, w, alpha, op.p)
         return out
 
     def pixel_fields(self, sseed: Callable[[int], tf.Tensor] | None) -> dict[str, tf.Tensor]:
@@ -358,7 +398,7 @@ class Classify:
         """Batch + L3 alone (the stage report's "pixel" prefix): what `compose`
         computes before L4 and normalize, for every row."""
         out = {k: v for k, v in batch.items() if not k.startswith("_")}
-        if self.pixel:
+        if self.pixel and not self.device:  # device mode: no L3 on the host
             out["image"], _ = self.l3(batch, batch["image"], normalize=False)
         return out
 
@@ -418,21 +458,21 @@ def eval_image(s: Settings, encoded: tf.Tensor, crop_in_decoder: bool = True) ->
     return resize_uint8(crop, size)
 
 
-def select_rows(mask: tf.Tensor, a: tf.Tensor, b: tf.Tensor) -> tf.Tensor:
-    """Row i of `a` where mask[i], else row i of `b` (mask [B], a/b [B, ...])."""
-    a = tf.convert_to_tensor(a)
-    shape = tf.concat([tf.shape(mask), tf.ones([a.shape.rank - 1], tf.int32)], 0)
-    return tf.where(tf.reshape(mask, shape), a, tf.cast(b, a.dtype))
+def device_spec(config: Any) -> on_device.DeviceSpec:
+    """The `augment.DeviceSpec` of a config: its train L3 ops, L4 ops, normalize,
+    output dtype and enable rate, for the device stage of `pixel_stage: device`."""
+    from tfpipe.pipeline._settings import settings
+
+    s = settings(config)
+    if s.task != "classification":
+        raise ConfigError(f"augment.pixel_stage: 'device' needs data.task 'classification', "
+                          f"got {s.task!r} (detection runs L3 on the host: use 'host')")
+    return on_device.DeviceSpec(pixel=tuple(s.active("pixel")), batch=tuple(s.active("batch")),
+                                mean=s.mean, std=s.std, output_dtype=s.output_dtype,
+                                enable_rate=s.enable_rate)
 
 
-def gated(mask: tf.Tensor, augmented: Callable[..., Any], plain: Callable[[], Any]) -> Any:
-    """Per-sample `enable_rate` gate of a batch: `augmented()` where the batch's
-    rows are all enabled, `plain()` where none is, else `augmented(mask)` with
-    every disabled row replaced by its `plain()` row (each output a [B, ...]
-    tensor). Only the branch a batch needs runs."""
-    def mixed() -> Any:
-        return tf.nest.map_structure(lambda a, b: select_rows(mask, a, b),
-                                     augmented(mask), plain())
-
-    return tf.cond(tf.reduce_all(mask), augmented,
-                   lambda: tf.cond(tf.reduce_any(mask), mixed, plain))
+def device_stage(config: Any, **layer_kwargs: Any) -> on_device.OnDevice:
+    """`augment.OnDevice` for `config`: apply it in the train step to the batches of
+    `build_pipeline(config)` with `augment.pixel_stage: device` (docs/training.md)."""
+    return on_device.OnDevice(device_spec(config), **layer_kwargs)

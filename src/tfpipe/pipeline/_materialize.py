@@ -53,7 +53,7 @@ CONFIG_KEYS = {
     "shuffle_buffer": "pipeline.shuffle_buffer", "interleave_cycle": "pipeline.interleave_cycle",
     "drop_remainder": "pipeline.drop_remainder", "on_error": "pipeline.on_error",
     "enable_rate": "augment.enable_rate", "geometry": "augment.geometry",
-    "pixel": "augment.pixel", "batch": "augment.batch",
+    "pixel": "augment.pixel", "batch": "augment.batch", "pixel_stage": "augment.pixel_stage",
 }
 
 
@@ -66,6 +66,8 @@ def hashed_settings(s: Settings) -> dict[str, Any]:
     values = {k: v for k, v in asdict(s).items() if k not in NOT_HASHED}
     if values.get("features") is None:  # image configs: the hash they always had
         values.pop("features", None)
+    if values.get("pixel_stage") == "host":  # the default: hashes from before the switch hold
+        del values["pixel_stage"]
     values["data_path"] = _norm_path(s.data_path)
     return json.loads(json.dumps(values, sort_keys=True, default=str))
 

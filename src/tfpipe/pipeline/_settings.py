@@ -68,6 +68,8 @@ class Settings:
     # the validated `features:` section (tfpipe.config.FeaturesConfig) of a tabular
     # config, None for images; pipeline/_tabular.py converts it to TransformSpecs
     features: Any = None
+    # "host" | "device": where train L3 + normalize + L4 run (augment.pixel_stage)
+    pixel_stage: str = "host"
 
     def active(self, section: str) -> list[Op]:
         """Enabled ops of `geometry` / `pixel` / `batch` with p > 0, in order."""
@@ -135,4 +137,5 @@ def settings(config: Any) -> Settings:
         pixel=_ops(aug.pixel),
         batch=_ops(aug.batch),
         features=config.features,
+        pixel_stage=str(aug.pixel_stage),
     )

@@ -28,6 +28,7 @@ from typing import Callable, Sequence
 import tensorflow as tf
 
 from tfpipe.augment import color
+from tfpipe.augment.on_device import color_chain
 from tfpipe.native import pixel as native_pixel
 from tfpipe.pipeline._settings import Op
 
@@ -105,26 +106,10 @@ class FusedPixel:
 
     def _chain(self, x: tf.Tensor, params: tf.Tensor, apply: tf.Tensor, to_float: bool,
                normalize: bool) -> tf.Tensor:
-        """The pure-TF twin of the native chain: the color kernels, in config order.
-
-        uint8 mode carries integer-valued float32 levels between the ops
-        (`color.Levels`): the same rounded values without an f32 -> u8 -> f32 round
-        trip per op."""
-        y = tf.cast(x, tf.float32)
-        y = y * (1.0 / 255.0) if to_float else color.Levels(y)
-        for j, op in enumerate(self.ops):
-            out = self._kernels[j](y, params[:, j])
-            if op.p < 1.0:
-                if to_float:
-                    out = color.maybe_apply(apply[:, j], out, y)
-                else:
-                    out = color.Levels(color.maybe_apply(apply[:, j], out.x, y.x))
-            y = out
-        if not to_float:
-            y = tf.cast(y.x, tf.uint8)  # exact: integer values in [0, 255]
-        if normalize:
-            y = color.normalize(y, self.mean, self.std)
-        return y
+        """The pure-TF twin of the native chain: the color kernels, in config order
+        (`augment.on_device.color_chain`, the one definition the device stage runs too)."""
+        return color_chain(x, params, apply, self._names, self._gated, to_float=to_float,
+                           normalize=normalize, mean=self.mean, std=self.std)
 
     def native(self) -> bool:
         """Whether `__call__` runs the native op now (hue/gamma chains never do)."""

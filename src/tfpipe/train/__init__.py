@@ -9,7 +9,7 @@ reading, not decoding and augmenting.
 
 from tfpipe.train._distribute import distribute, distributed_dataset_fn, input_pipelines
 from tfpipe.train._epochs import epochs
-from tfpipe.train._keras import ResumeCheckpoint, checkpoint, fit
+from tfpipe.train._keras import DeviceStageModel, ResumeCheckpoint, checkpoint, device_model, fit
 from tfpipe.train._position import (
     PipelinePosition,
     ResumeError,
@@ -19,12 +19,14 @@ from tfpipe.train._position import (
 )
 
 __all__ = [
+    "DeviceStageModel",
     "PipelinePosition",
     "ResumeCheckpoint",
     "ResumeError",
     "checkpoint",
     "config_hash",
     "dataset_hash",
+    "device_model",
     "distribute",
     "distributed_dataset_fn",
     "epochs",

@@ -23,7 +23,7 @@ import keras
 import tensorflow as tf
 
 from tfpipe.errors import ConfigError
-from tfpipe.pipeline import build_pipeline, set_epoch
+from tfpipe.pipeline import build_pipeline, device_stage, set_epoch, settings
 from tfpipe.train._position import PipelinePosition, restore
 
 
@@ -73,6 +73,59 @@ class ResumeCheckpoint(keras.callbacks.Callback):
             self.manager.save()
 
 
+class DeviceStageModel(keras.Model):
+    """`model` trained on `augment.pixel_stage: device` batches: its train step first
+    runs the device stage (`tfpipe.augment.OnDevice`: L3, L4, normalize on the
+    device the step runs on), then `model`'s own train step on the result. The
+    weights, optimizer and metrics are `model`'s (it is what gets checkpointed and
+    exported); evaluate / predict are `model`'s own (eval batches are not split).
+    Made by `device_model`; `fit` uses it by itself in device mode.
+    """
+
+    def __init__(self, model: keras.Model, stage: keras.layers.Layer, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.inner, self.stage = model, stage
+        self.built = True
+
+    def call(self, inputs: Any, training: bool | None = None) -> Any:
+        return self.inner(inputs, training=training)
+
+    def train_step(self, data: Any) -> Any:
+        x, y, weight = keras.utils.unpack_x_y_sample_weight(data)
+        x, y = self.stage(x, y)
+        return self.inner.train_step((x, y) if weight is None else (x, y, weight))
+
+    def test_step(self, data: Any) -> Any:
+        return self.inner.test_step(data)
+
+    def predict_step(self, data: Any) -> Any:
+        return self.inner.predict_step(data)
+
+    @property
+    def metrics(self) -> list[Any]:
+        return self.inner.metrics
+
+    def reset_metrics(self) -> None:
+        self.inner.reset_metrics()
+
+
+def device_model(model: keras.Model, config: Any) -> keras.Model:
+    """For `augment.pixel_stage: device`: a Keras model to `fit` on
+    `build_pipeline(config, as_supervised=True)` that applies the device stage of
+    `config` inside its train step, then trains `model` (compiled; its optimizer,
+    `jit_compile`, `steps_per_execution` and metrics are used as they are).
+    For any other config, `model` itself."""
+    if settings(config).pixel_stage != "device":
+        return model
+    if model.optimizer is None:
+        raise ConfigError("tfpipe.train.device_model: compile the model first (model.compile)")
+    trainer = DeviceStageModel(model, device_stage(config))
+    trainer.compile(optimizer=model.optimizer, run_eagerly=model.run_eagerly,
+                    jit_compile=model.jit_compile,
+                    steps_per_execution=model.steps_per_execution)
+    return trainer
+
+
 def _build_optimizer(model: keras.Model) -> None:
     """Create the optimizer's slots now, so a restore fills them (not a later build)."""
     if not model.built:
@@ -114,16 +167,19 @@ def fit(model: keras.Model, config: Any, epochs: int, directory: str | os.PathLi
     restore(manager, position)
     epoch, step = position.value()
     ds = build_pipeline(config, split, epoch=epoch, step=step, as_supervised=True)
+    # pixel_stage device: the train step runs the device stage first (checkpoint,
+    # position and optimizer stay `model`'s, so resume is unchanged)
+    trainer = device_model(model, config) if split == "train" else model
     extra = list(callbacks or [])
     histories = []
     if step and epoch < epochs:  # the rest of the interrupted epoch, on its own
         cb = ResumeCheckpoint(manager, position, save_every, offset=(epoch, step),
                               dataset=ds, first_epoch=epoch)
-        histories.append(model.fit(ds, initial_epoch=epoch, epochs=epoch + 1,
+        histories.append(trainer.fit(ds, initial_epoch=epoch, epochs=epoch + 1,
                                    callbacks=[cb, *extra], **fit_kwargs))
         epoch += 1
     if epoch < epochs:
         cb = ResumeCheckpoint(manager, position, save_every, dataset=ds, first_epoch=epoch)
-        histories.append(model.fit(ds, initial_epoch=epoch, epochs=epochs,
+        histories.append(trainer.fit(ds, initial_epoch=epoch, epochs=epochs,
                                    callbacks=[cb, *extra], **fit_kwargs))
     return histories
