@@ -38,6 +38,7 @@ def available() -> bool:
             with tf.init_scope():  # eager, also when asked while a graph is traced
                 tiny = tf.io.encode_jpeg(tf.zeros([8, 8, 3], tf.uint8))
                 native.load().tfpipe_decode_jpeg_strict(tiny, tf.zeros([4], tf.int32),
+                                                        tf.zeros([2], tf.int32),
                                                         channels=3, crop=False)
             _PROBE["ok"] = True
         except Exception as exc:  # noqa: BLE001 - any failure -> TF's own ops
@@ -48,10 +49,15 @@ def available() -> bool:
 
 
 def decode_jpeg_strict(contents: tf.Tensor, channels: int = 0,
-                       window: Any | None = None) -> tf.Tensor:
+                       window: Any | None = None, target: Any | None = None) -> tf.Tensor:
     """uint8 [h, w, c]: `tf.io.decode_jpeg(contents, channels)` or, with `window`
     = (y, x, h, w), `tf.io.decode_and_crop_jpeg(contents, window, channels)`,
-    bit for bit, but an error on a damaged scan. Requires `available()`."""
+    bit for bit, but an error on a damaged scan. Requires `available()`.
+
+    `target` = (out_h, out_w) with a window: decode at the largest DCT reduction
+    that keeps the window >= target on both sides, the window mapped to the
+    scaled image (`tfpipe.pipeline._decode.dct_ratio` / `scaled_window`, whose
+    `decode_and_crop_jpeg(ratio=r)` this equals bit for bit)."""
     if channels not in (0, 1, 3):
         raise ValueError(f"channels must be 0, 1 or 3, got {channels!r}")
     if not available():
@@ -59,6 +65,10 @@ def decode_jpeg_strict(contents: tf.Tensor, channels: int = 0,
     module = native.load()
     if window is None:
         return module.tfpipe_decode_jpeg_strict(contents, tf.zeros([4], tf.int32),
+                                                tf.zeros([2], tf.int32),
                                                 channels=channels, crop=False)
     window = tf.cast(tf.convert_to_tensor(window), tf.int32)
-    return module.tfpipe_decode_jpeg_strict(contents, window, channels=channels, crop=True)
+    target = tf.zeros([2], tf.int32) if target is None else \
+        tf.cast(tf.convert_to_tensor(target), tf.int32)
+    return module.tfpipe_decode_jpeg_strict(contents, window, target, channels=channels,
+                                            crop=True)

@@ -143,6 +143,8 @@ class Classify:
         self.fast_flip = self.fast_crop and len(ops) > 1 and ops[1].name == "flip" and \
             bool(ops[1].params.get("horizontal", True)) and \
             not bool(ops[1].params.get("vertical", False))
+        # the output size a JPEG window is DCT-scaled towards (None: full-size decode)
+        self.dct_target = s.image_size if s.dct_scaling else None
         self.fused = FusedPixel(self.pixel, s.mean, s.std) if fusable(self.pixel) else None
         self.pixel_fns = [] if self.fused else [pixel_fn(op) for op in self.pixel]
         # resolved here, not inside the traced functions (autograph would trace importlib)
@@ -219,7 +221,8 @@ class Classify:
         size, ops = self.s.image_size, self.geometry
         start = 0
         if self.fast_crop:
-            crop, _, _ = decode_window(encoded, self.s.channels, self._crop_window(row))
+            crop, _, _ = decode_window(encoded, self.s.channels, self._crop_window(row),
+                                       target=self.dct_target)
             if not self.fast_flip:
                 image, start = resize_uint8(crop, size), 1
             elif native.available():  # the flip done by the native resize itself
@@ -241,7 +244,8 @@ class Classify:
         """L1 alone (stage report): parse + decode (fused window when training)."""
         feats = self.parse(serialized, (IMAGE_KEY,))
         if self.fast_crop and row is not None:
-            crop, _, _ = decode_window(feats[IMAGE_KEY], self.s.channels, self._crop_window(row))
+            crop, _, _ = decode_window(feats[IMAGE_KEY], self.s.channels, self._crop_window(row),
+                                       target=self.dct_target)
             return crop
         return decode_full(feats[IMAGE_KEY], self.s.channels)
 
@@ -405,11 +409,13 @@ class Classify:
 def eval_image(s: Settings, encoded: tf.Tensor, crop_in_decoder: bool = True) -> tf.Tensor:
     """Eval/serving L1 of one encoded image: centre-crop window (decoded alone for
     JPEG), bilinear resize, uint8 [H, W, channels]. The one definition that the eval
-    pipeline and the exported serving graph (`pipeline.serving`) both trace."""
+    pipeline and the exported serving graph (`pipeline.serving`) both trace. With
+    `data.dct_scaling` the window is decoded at the largest DCT reduction that
+    keeps it >= the output (`_decode.dct_ratio`)."""
     size, frac = s.image_size, s.eval_crop_fraction
     crop, _, _ = decode_window(
         encoded, s.channels, lambda h, w: augment.center_crop_window(h, w, size, frac),
-        crop_in_decoder)
+        crop_in_decoder, target=size if s.dct_scaling else None)
     return resize_uint8(crop, size)
 
 
