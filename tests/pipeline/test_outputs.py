@@ -87,7 +87,8 @@ def test_batched_pixel_ops_equal_per_sample_reference(dataset, geometry_only):
     """L3 on the batch with per-row seeds == per-sample ops on the same L2 output, to
     float32 rounding (the batched channel mean sums in another order)."""
     cfg = base_config(dataset, **{"pipeline.shuffle_buffer": 0,
-                                  "augment.pixel.brightness": {"max_delta": 0.4, "p": 0.6}})
+                                  "augment.pixel.brightness": {"max_delta": 0.4, "p": 0.6},
+                                  **FULL})
     got = by_index(build_pipeline(cfg, keep_index=True))
     geo = geometry_only
     es = seeds.epoch_seed(seeds.global_seed(3), 0)

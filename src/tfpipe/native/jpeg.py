@@ -72,3 +72,29 @@ def decode_jpeg_strict(contents: tf.Tensor, channels: int = 0,
         tf.cast(tf.convert_to_tensor(target), tf.int32)
     return module.tfpipe_decode_jpeg_strict(contents, window, target, channels=channels,
                                             crop=True)
+
+
+def has_decode_crop_resize() -> bool:
+    """Whether `decode_crop_resize` can run (strict decode usable and the library
+    has window_decode.cc)."""
+    return available() and hasattr(native.load(), "tfpipe_decode_crop_resize")
+
+
+def decode_crop_resize(contents: tf.Tensor, draws: tf.Tensor, crop_on: Any, flip: Any,
+                       size: tuple[int, int], ratio: tuple[float, float], channels: int = 3,
+                       dct_scaling: bool = True) -> tf.Tensor:
+    """One JPEG -> uint8 [size[0], size[1], channels] in one kernel: the header's
+    size, `augment.crop_window_from_draws(draws, h, w, ratio)` (the whole image
+    where `crop_on` is false), `decode_jpeg_strict` of that window (DCT-scaled
+    towards `size` with `dct_scaling`), bilinear resize, mirrored where `flip`.
+    The bytes of that composition (window_decode.cc). Requires
+    `has_decode_crop_resize()`."""
+    import numpy as np
+
+    if not has_decode_crop_resize():
+        raise native.unavailable("decode-crop-resize", "window_decode.cc")
+    lo, hi = (float(np.float32(r)) for r in ratio)  # as native.crop_window passes them
+    return native.load().tfpipe_decode_crop_resize(
+        contents, tf.convert_to_tensor(draws, tf.float32), tf.convert_to_tensor(crop_on, tf.bool),
+        tf.convert_to_tensor(flip, tf.bool), tf.constant([int(size[0]), int(size[1])], tf.int32),
+        ratio=[lo, hi], channels=int(channels), dct_scaling=bool(dct_scaling))
