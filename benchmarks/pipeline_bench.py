@@ -21,6 +21,17 @@ Keras layers) run in the same rounds, each written its own common way.
 Data: JPEGs (q90, about 460x390) cut from the photos bundled with scikit-image /
 scikit-learn (`tfpipe.sample_data`), converted with `tfpipe.convert.convert`
 into 4 shards. Reuse with --data DIR (a converted dataset).
+
+`--photo-size`: photo-sized pictures instead (1.5-3 MP): each is a grid of
+3x3 to 4x4 tiles, every tile an unscaled crop of one of those photos (no
+upscaling: an upscaled picture compresses too well to be a fair photo), JPEG
+q90. Adds the row of the same pipeline with `data.dct_scaling=false`, so what
+the DCT-scaled decode buys is measured in the same rounds.
+
+    .venv/bin/python benchmarks/pipeline_bench.py --photo-size --images 300 --rounds 3 --seconds 3
+
+Rows live in `variants` (name -> builder); another module can add its own
+(`extra_variants`, e.g. benchmarks/peers.py) without touching the harness.
 """
 
 from __future__ import annotations
@@ -54,6 +65,64 @@ def make_data(root: Path, images: int, seed: int = 0) -> Path:
     return data
 
 
+def photo_tile_image(photos: list, rng, min_mp: float = 1.5, max_mp: float = 3.0):
+    """One photo-sized picture: a grid of unscaled crops of the real photos."""
+    import numpy as np
+
+    while True:
+        rows, cols = int(rng.integers(3, 5)), int(rng.integers(3, 5))
+        th, tw = int(rng.integers(300, 440)), int(rng.integers(300, 520))
+        if min_mp * 1e6 <= rows * th * cols * tw <= max_mp * 1e6:
+            break
+    big = [p for p in photos if p.shape[0] >= th and p.shape[1] >= tw]
+    canvas = np.zeros((rows * th, cols * tw, 3), np.uint8)
+    for r in range(rows):
+        for c in range(cols):
+            p = big[int(rng.integers(len(big)))]
+            y, x = int(rng.integers(p.shape[0] - th + 1)), int(rng.integers(p.shape[1] - tw + 1))
+            canvas[r * th:(r + 1) * th, c * tw:(c + 1) * tw] = p[y:y + th, x:x + tw]
+    return canvas
+
+
+def make_photo_data(root: Path, images: int, seed: int = 0) -> Path:
+    """Photo-sized JPEGs (q90, `photo_tile_image`) in class folders -> 4 shards."""
+    import numpy as np
+
+    from tfpipe.sample_data import encode, source_photos
+
+    data = root / "data"
+    if (data / "manifest.json").exists():
+        return data
+    photos = list(source_photos().values())
+    rng = np.random.default_rng(seed)
+    folder, classes = root / "raw", 10
+    total = 0
+    for i in range(images):
+        d = folder / f"class_{i % classes}"
+        d.mkdir(parents=True, exist_ok=True)
+        path = d / f"img_{i:05d}.jpg"
+        path.write_bytes(encode(photo_tile_image(photos, rng), "jpeg", 90))
+        total += path.stat().st_size
+    from tfpipe.convert import convert
+
+    convert(str(folder), str(data), shard_size=total // 4 + 1, seed=seed)
+    return data
+
+
+def composed_l1(build, cfg):
+    """`build(cfg, "train")` with the train L1 as separate ops (extract_jpeg_shape,
+    window, strict decode, resize+flip) instead of `TfpipeDecodeCropResize`: what
+    the fused kernel buys. The choice is made when the pipeline is traced."""
+    from tfpipe.pipeline import _classify
+
+    saved = _classify._has_fused_l1
+    _classify._has_fused_l1 = lambda: False
+    try:
+        return build(cfg, "train")
+    finally:
+        _classify._has_fused_l1 = saved
+
+
 def pipeline_map_parallelism(cfg) -> int:
     """The per-sample map parallelism tfpipe's pipeline uses for `cfg`."""
     import tfpipe.pipeline as P
@@ -64,7 +133,12 @@ def pipeline_map_parallelism(cfg) -> int:
 REF = "decode only (full decode_jpeg, tfpipe threading)"
 
 
-def variants(data: Path, batch: int):
+# Other modules' rows: callables (data, batch) -> {name: builder}, merged into
+# `variants` (e.g. benchmarks/peers.py registers its Grain/multiprocessing rows).
+extra_variants: list = []
+
+
+def variants(data: Path, batch: int, photo_size: bool = False):
     """name -> zero-argument builder of a fresh dataset, and a line on the reference."""
     from tfpipe import build_pipeline, load_config
     from tfpipe.bench import baselines as B
@@ -82,13 +156,17 @@ def variants(data: Path, batch: int):
                                                         f"pipeline.batch_size={batch}",
                                                         "augment.pixel.saturation.enabled=false",
                                                         "data.output_dtype=uint8"]))
+    cfg_full = load_config("imagenet", parse_set_options([f"data.path={data}",
+                                                          f"pipeline.batch_size={batch}",
+                                                          "augment.pixel.saturation.enabled=false",
+                                                          "data.dct_scaling=false"]))
     npc = pipeline_map_parallelism(cfg)
     s = settings(cfg)
     about = (f"reference: tfpipe's read stage ({len(files)} shards, interleave_cycle "
              f"{s.interleave_cycle}), num_parallel_calls={npc}, deterministic={s.deterministic}, "
              f"private thread pool {options(s).threading.private_threadpool_size}, "
              f"prefetch {s.prefetch}")
-    return {
+    rows = {
         "tfpipe imagenet (build_pipeline)": lambda: build_pipeline(cfg, "train"),
         "tfpipe imagenet, uint8 output (normalize on the accelerator)":
             lambda: build_pipeline(cfg_u8, "train"),
@@ -96,6 +174,10 @@ def variants(data: Path, batch: int):
             lambda: build_pipeline(load_config("imagenet", parse_set_options([
                 f"data.path={data}", f"pipeline.batch_size={batch}",
                 "augment.pixel.saturation.enabled=false", "augment.pixel_stage=device"])), "train"),
+        **({"tfpipe imagenet, data.dct_scaling=false (full-size window decode)":
+            lambda: build_pipeline(cfg_full, "train")} if photo_size else {}),
+        "tfpipe imagenet, composed L1 ops (no fused decode-crop-resize kernel)":
+            lambda: composed_l1(build_pipeline, cfg),
         "cv2 in tf.py_function, npc=8": lambda: B.cv2_py_function(files, batch),
         "albumentations via tf.numpy_function, npc=8": lambda: B.albumentations_numpy_function(files, batch),
         "per-sample tf.image": lambda: B.tf_image_per_sample(files, batch),
@@ -106,7 +188,10 @@ def variants(data: Path, batch: int):
             lambda: B.decode_only(files, batch),
         REF: lambda: B.decode_only_like(cfg, npc),
         **peers.imagenet_variants(data, batch),  # Grain, fused cv2.LUT, multiprocessing
-    }, about
+    }
+    for extra in extra_variants:
+        rows.update(extra(data, batch))
+    return rows, about
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -120,6 +205,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--batch", type=int, default=64)
     p.add_argument("--data", type=Path, help="an existing converted dataset dir")
     p.add_argument("--work", type=Path, help="where to build the sample data (default: a temp dir)")
+    p.add_argument("--photo-size", action="store_true",
+                   help="photo-sized pictures (1.5-3 MP tiles of the real photos, JPEG q90) "
+                        "and the data.dct_scaling=false row")
     p.add_argument("--only", action="append", default=[], metavar="TEXT",
                    help="run only the variants whose name contains TEXT (repeatable); "
                         "decode-only, the reference, always runs")
@@ -134,10 +222,10 @@ def main(argv: list[str] | None = None) -> int:
         if args.work is None:
             tmp = tempfile.TemporaryDirectory(prefix="tfpipe-bench-")
             args.work = Path(tmp.name)
-        args.data = make_data(args.work, args.images)
+        args.data = (make_photo_data if args.photo_size else make_data)(args.work, args.images)
     print(f"data: {args.data}  cpus: {available_cpus()}  (data ready in {time.time() - t0:.0f}s)",
           flush=True)
-    builders, about = variants(args.data, args.batch)
+    builders, about = variants(args.data, args.batch, args.photo_size)
     print(about, flush=True)
     ref = REF
     names = [n for n in builders

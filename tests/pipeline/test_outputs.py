@@ -23,6 +23,9 @@ from .helpers import by_index
 pytestmark = pytest.mark.xdist_group("pipeline-outputs")
 
 MEAN, STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
+# The references below decode at full size; the DCT-scaled decode (on by default)
+# has its own oracles in test_dct_scaling.py.
+FULL = {"data.dct_scaling": False}
 
 
 @pytest.fixture(scope="module")
@@ -62,13 +65,13 @@ def _reference_geometry(serialized: bytes, g: int, seed: int = 3, size=(32, 32))
 def geometry_only(dataset):
     """uint8 output of L2 alone, in read order."""
     cfg = base_config(dataset, **{"pipeline.shuffle_buffer": 0, "data.output_dtype": "uint8",
-                                  "augment.pixel": {}})
+                                  "augment.pixel": {}, **FULL})
     return by_index(build_pipeline(cfg, keep_index=True))
 
 
 @pytest.fixture(scope="module")
 def eval_u8(dataset):
-    cfg = base_config(dataset, **{"data.output_dtype": "uint8"})
+    cfg = base_config(dataset, **{"data.output_dtype": "uint8", **FULL})
     return by_index(build_pipeline(cfg, split="validation", keep_index=True))
 
 
@@ -87,7 +90,8 @@ def test_batched_pixel_ops_equal_per_sample_reference(dataset, geometry_only):
     """L3 on the batch with per-row seeds == per-sample ops on the same L2 output, to
     float32 rounding (the batched channel mean sums in another order)."""
     cfg = base_config(dataset, **{"pipeline.shuffle_buffer": 0,
-                                  "augment.pixel.brightness": {"max_delta": 0.4, "p": 0.6}})
+                                  "augment.pixel.brightness": {"max_delta": 0.4, "p": 0.6},
+                                  **FULL})
     got = by_index(build_pipeline(cfg, keep_index=True))
     geo = geometry_only
     es = seeds.epoch_seed(seeds.global_seed(3), 0)
@@ -112,7 +116,7 @@ def _center_oracle(enc: bytes, size=(32, 32), frac=0.875) -> np.ndarray:
 
 
 def test_eval_is_deterministic_center_crop_uint8(dataset, records, eval_u8):
-    cfg = base_config(dataset, **{"data.output_dtype": "uint8"})
+    cfg = base_config(dataset, **{"data.output_dtype": "uint8", **FULL})
     a = eval_u8
     b = by_index(build_pipeline(cfg, split="validation", keep_index=True, epoch=5))
     assert len(a) == NUM  # eval keeps the last partial batch
@@ -151,7 +155,7 @@ def test_uint8_train_output_then_normalize_layer(dataset):
 
 def test_enable_rate_zero_gives_eval_images(dataset, eval_u8):
     cfg = base_config(dataset, **{"augment.enable_rate": 0.0, "pipeline.shuffle_buffer": 0,
-                                  "data.output_dtype": "uint8"})
+                                  "data.output_dtype": "uint8", **FULL})
     train = by_index(build_pipeline(cfg, keep_index=True))
     val = eval_u8
     for g in train:

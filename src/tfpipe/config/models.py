@@ -94,6 +94,7 @@ class DataConfig(_Model):
     num_classes: Union[Int(1), None] = None  # type: ignore[valid-type]
     eval_crop_fraction: Float(0.0, 1.0, lo_open=True) = 0.875  # type: ignore[valid-type]
     max_boxes: Int(1) = 100  # type: ignore[valid-type]
+    dct_scaling: bool = True
 
     @field_validator("image_size", mode="before")
     @classmethod

@@ -287,8 +287,11 @@ def export_serving(config: Any, model: Any, out_dir: str | os.PathLike[str], ver
                     "eval_crop_fraction": pre.settings.eval_crop_fraction,
                     "output_dtype": pre.settings.output_dtype,
                     "mean": list(pre.settings.mean), "std": list(pre.settings.std),
+                    "dct_scaling": pre.settings.dct_scaling,
                     "decode": "JPEG: decode_and_crop_jpeg (TF's default dct_method) of the "
-                              "centre window; PNG/GIF/BMP: decode_image then the same window",
+                              "centre window, at the largest DCT ratio that keeps it >= "
+                              "image_size when dct_scaling; PNG/GIF/BMP: decode_image then "
+                              "the same window",
                     "resize": "bilinear, half-pixel centres, rounded + saturated to uint8"}}
         _manifest.write_manifest(tmp, meta)
         os.replace(tmp, final)

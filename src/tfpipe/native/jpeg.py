@@ -38,6 +38,7 @@ def available() -> bool:
             with tf.init_scope():  # eager, also when asked while a graph is traced
                 tiny = tf.io.encode_jpeg(tf.zeros([8, 8, 3], tf.uint8))
                 native.load().tfpipe_decode_jpeg_strict(tiny, tf.zeros([4], tf.int32),
+                                                        tf.zeros([2], tf.int32),
                                                         channels=3, crop=False)
             _PROBE["ok"] = True
         except Exception as exc:  # noqa: BLE001 - any failure -> TF's own ops
@@ -48,10 +49,15 @@ def available() -> bool:
 
 
 def decode_jpeg_strict(contents: tf.Tensor, channels: int = 0,
-                       window: Any | None = None) -> tf.Tensor:
+                       window: Any | None = None, target: Any | None = None) -> tf.Tensor:
     """uint8 [h, w, c]: `tf.io.decode_jpeg(contents, channels)` or, with `window`
     = (y, x, h, w), `tf.io.decode_and_crop_jpeg(contents, window, channels)`,
-    bit for bit, but an error on a damaged scan. Requires `available()`."""
+    bit for bit, but an error on a damaged scan. Requires `available()`.
+
+    `target` = (out_h, out_w) with a window: decode at the largest DCT reduction
+    that keeps the window >= target on both sides, the window mapped to the
+    scaled image (`tfpipe.pipeline._decode.dct_ratio` / `scaled_window`, whose
+    `decode_and_crop_jpeg(ratio=r)` this equals bit for bit)."""
     if channels not in (0, 1, 3):
         raise ValueError(f"channels must be 0, 1 or 3, got {channels!r}")
     if not available():
@@ -59,6 +65,36 @@ def decode_jpeg_strict(contents: tf.Tensor, channels: int = 0,
     module = native.load()
     if window is None:
         return module.tfpipe_decode_jpeg_strict(contents, tf.zeros([4], tf.int32),
+                                                tf.zeros([2], tf.int32),
                                                 channels=channels, crop=False)
     window = tf.cast(tf.convert_to_tensor(window), tf.int32)
-    return module.tfpipe_decode_jpeg_strict(contents, window, channels=channels, crop=True)
+    target = tf.zeros([2], tf.int32) if target is None else \
+        tf.cast(tf.convert_to_tensor(target), tf.int32)
+    return module.tfpipe_decode_jpeg_strict(contents, window, target, channels=channels,
+                                            crop=True)
+
+
+def has_decode_crop_resize() -> bool:
+    """Whether `decode_crop_resize` can run (strict decode usable and the library
+    has window_decode.cc)."""
+    return available() and hasattr(native.load(), "tfpipe_decode_crop_resize")
+
+
+def decode_crop_resize(contents: tf.Tensor, draws: tf.Tensor, crop_on: Any, flip: Any,
+                       size: tuple[int, int], ratio: tuple[float, float], channels: int = 3,
+                       dct_scaling: bool = True) -> tf.Tensor:
+    """One JPEG -> uint8 [size[0], size[1], channels] in one kernel: the header's
+    size, `augment.crop_window_from_draws(draws, h, w, ratio)` (the whole image
+    where `crop_on` is false), `decode_jpeg_strict` of that window (DCT-scaled
+    towards `size` with `dct_scaling`), bilinear resize, mirrored where `flip`.
+    The bytes of that composition (window_decode.cc). Requires
+    `has_decode_crop_resize()`."""
+    import numpy as np
+
+    if not has_decode_crop_resize():
+        raise native.unavailable("decode-crop-resize", "window_decode.cc")
+    lo, hi = (float(np.float32(r)) for r in ratio)  # as native.crop_window passes them
+    return native.load().tfpipe_decode_crop_resize(
+        contents, tf.convert_to_tensor(draws, tf.float32), tf.convert_to_tensor(crop_on, tf.bool),
+        tf.convert_to_tensor(flip, tf.bool), tf.constant([int(size[0]), int(size[1])], tf.int32),
+        ratio=[lo, hi], channels=int(channels), dct_scaling=bool(dct_scaling))

@@ -42,6 +42,7 @@ using namespace tensorflow;  // NOLINT(build/namespaces)
 REGISTER_OP("TfpipeDecodeJpegStrict")
     .Input("contents: string")
     .Input("crop_window: int32")
+    .Input("target: int32")
     .Attr("channels: int = 0")
     .Attr("crop: bool = false")
     .Output("image: uint8")
@@ -49,6 +50,7 @@ REGISTER_OP("TfpipeDecodeJpegStrict")
       shape_inference::ShapeHandle unused;
       TF_RETURN_IF_ERROR(c->WithRank(c->input(0), 0, &unused));
       TF_RETURN_IF_ERROR(c->WithRank(c->input(1), 1, &unused));
+      TF_RETURN_IF_ERROR(c->WithRank(c->input(2), 1, &unused));
       int channels;
       TF_RETURN_IF_ERROR(c->GetAttr("channels", &channels));
       c->set_output(0, c->MakeShape({c->UnknownDim(), c->UnknownDim(),
@@ -61,9 +63,26 @@ tf.io.decode_jpeg (crop=false) or tf.io.decode_and_crop_jpeg (crop=true,
 crop_window = [y, x, h, w]) with the same pixels, but an InvalidArgument error
 when libjpeg reports a warning (corrupt entropy-coded data) or the file's
 marker structure is damaged (no EOI, misplaced restart marker).
+target = [out_h, out_w] (crop=true only; [0, 0] = off): decode at the largest
+DCT reduction r in {8, 4, 2} with crop_h >= r * out_h and crop_w >= r * out_w
+(else r = 1), the window given in full-size coordinates and mapped to the
+scaled image's as [floor(y / r), ceil((y + h) / r)) x [floor(x / r),
+ceil((x + w) / r)); = tf.io.decode_and_crop_jpeg(ratio=r) of that window.
 )doc");
 
 namespace {
+
+// The DCT reduction for a full-size window of crop_h x crop_w and an output of
+// out_h x out_w: the largest r in {8, 4, 2} that keeps the decoded window at
+// least the output on both sides (ceil(crop / r) >= crop / r >= out), else 1.
+// Mirrored by tfpipe.pipeline._decode.dct_ratio (bit-identical, tested).
+int DctRatio(int64_t crop_h, int64_t crop_w, int64_t out_h, int64_t out_w) {
+  if (out_h <= 0 || out_w <= 0) return 1;
+  for (int r : {8, 4, 2}) {
+    if (crop_h >= r * out_h && crop_w >= r * out_w) return r;
+  }
+  return 1;
+}
 
 using UncompressFn = uint8_t* (*)(const void*, int, const jpeg::UncompressFlags&, int64_t*,
                                   std::function<uint8_t*(int, int, int)>);
@@ -196,6 +215,24 @@ class DecodeJpegStrictOp : public OpKernel {
       flags.crop_x = v(1);
       flags.crop_height = v(2);
       flags.crop_width = v(3);
+      const Tensor& t = ctx->input(2);
+      OP_REQUIRES(ctx, t.dims() == 1 && t.dim_size(0) == 2,
+                  errors::InvalidArgument("target must be int32 [2] (out_h, out_w), got ",
+                                          t.shape().DebugString()));
+      auto tv = t.vec<int32>();
+      const int r = DctRatio(v(2), v(3), tv(0), tv(1));
+      if (r > 1) {
+        // The scaled image is ceil(dim / r) (libjpeg's jdiv_round_up); the window
+        // covers the full-size one: floor of its start, ceil of its end.
+        const int64_t y0 = v(0) / r, x0 = v(1) / r;
+        const int64_t y1 = (static_cast<int64_t>(v(0)) + v(2) + r - 1) / r;
+        const int64_t x1 = (static_cast<int64_t>(v(1)) + v(3) + r - 1) / r;
+        flags.ratio = r;
+        flags.crop_y = static_cast<int>(y0);
+        flags.crop_x = static_cast<int>(x0);
+        flags.crop_height = static_cast<int>(y1 - y0);
+        flags.crop_width = static_cast<int>(x1 - x0);
+      }
     }
     const std::string structure =
         ScanJpegStructure(reinterpret_cast<const uint8_t*>(input.data()), input.size());

@@ -56,6 +56,53 @@ inline int32_t TruncI32(float v) {
 // tf.cast(tf.round(v), tf.int32)
 inline int32_t RoundI32(float v) { return TruncI32(std::nearbyint(v)); }
 
+// The window of `draws` [4, n] (row-major) for an h x w image: what the op
+// returns (also used by TfpipeDecodeCropResize, window_decode.cc).
+void RrcWindow(const float* d, int64_t n, int32_t h, int32_t w, float r_lo, float r_hi,
+               int32_t out[4]) {
+  const float* frac = d;           // row 0: area fraction
+  const float* aspect = d + n;     // row 1: aspect (already exp'ed)
+  const float* fy = d + 2 * n;     // rows 2, 3: offset fractions
+  const float* fx = d + 3 * n;
+  const float hf = static_cast<float>(h), wf = static_cast<float>(w);
+  const float hw = hf * wf;  // `hf * wf * draws[0]` = (hf * wf) * draws[0]
+
+  bool found = false;
+  for (int64_t i = 0; i < n && !found; ++i) {
+    const float area = hw * frac[i];
+    const int32_t cw = RoundI32(std::sqrt(area * aspect[i]));
+    const int32_t ch = RoundI32(std::sqrt(area / aspect[i]));
+    if (cw > 0 && cw <= w && ch > 0 && ch <= h) {
+      // offsets uniform over [0, h - ch]: min(int(u * float(h - ch + 1)), h - ch)
+      const int32_t oy = TruncI32(fy[i] * static_cast<float>(h - ch + 1));
+      const int32_t ox = TruncI32(fx[i] * static_cast<float>(w - cw + 1));
+      out[0] = oy < h - ch ? oy : h - ch;
+      out[1] = ox < w - cw ? ox : w - cw;
+      out[2] = ch;
+      out[3] = cw;
+      found = true;
+    }
+  }
+  if (!found) {
+    // whole image clamped to the ratio range, centred
+    const float in_ratio = wf / hf;
+    int32_t fb_w = w, fb_h = h;
+    if (in_ratio < r_lo) {
+      fb_h = RoundI32(wf / r_lo);
+    } else if (in_ratio > r_hi) {
+      fb_w = RoundI32(hf * r_hi);
+    }
+    fb_w = fb_w < w ? fb_w : w;
+    fb_h = fb_h < h ? fb_h : h;
+    // (h - fb_h) // 2 in TF is a floor division; the difference is >= 0 unless
+    // the rounding produced INT32_MIN, which cannot happen for h, w > 0.
+    out[0] = static_cast<int32_t>((static_cast<int64_t>(h) - fb_h) / 2);
+    out[1] = static_cast<int32_t>((static_cast<int64_t>(w) - fb_w) / 2);
+    out[2] = fb_h;
+    out[3] = fb_w;
+  }
+}
+
 class CropWindowOp : public OpKernel {
  public:
   explicit CropWindowOp(OpKernelConstruction* ctx) : OpKernel(ctx) {
@@ -86,50 +133,8 @@ class CropWindowOp : public OpKernel {
     OP_REQUIRES(ctx, h > 0 && w > 0,
                 errors::InvalidArgument("image height and width must be > 0, got ", h,
                                         "x", w));
-    const int64_t n = draws_t.dim_size(1);
-    const float* d = draws_t.flat<float>().data();
-    const float* frac = d;           // row 0: area fraction
-    const float* aspect = d + n;     // row 1: aspect (already exp'ed)
-    const float* fy = d + 2 * n;     // rows 2, 3: offset fractions
-    const float* fx = d + 3 * n;
-    const float hf = static_cast<float>(h), wf = static_cast<float>(w);
-    const float hw = hf * wf;  // `hf * wf * draws[0]` = (hf * wf) * draws[0]
-
     int32_t out[4];
-    bool found = false;
-    for (int64_t i = 0; i < n && !found; ++i) {
-      const float area = hw * frac[i];
-      const int32_t cw = RoundI32(std::sqrt(area * aspect[i]));
-      const int32_t ch = RoundI32(std::sqrt(area / aspect[i]));
-      if (cw > 0 && cw <= w && ch > 0 && ch <= h) {
-        // offsets uniform over [0, h - ch]: min(int(u * float(h - ch + 1)), h - ch)
-        const int32_t oy = TruncI32(fy[i] * static_cast<float>(h - ch + 1));
-        const int32_t ox = TruncI32(fx[i] * static_cast<float>(w - cw + 1));
-        out[0] = oy < h - ch ? oy : h - ch;
-        out[1] = ox < w - cw ? ox : w - cw;
-        out[2] = ch;
-        out[3] = cw;
-        found = true;
-      }
-    }
-    if (!found) {
-      // whole image clamped to the ratio range, centred
-      const float in_ratio = wf / hf;
-      int32_t fb_w = w, fb_h = h;
-      if (in_ratio < r_lo_) {
-        fb_h = RoundI32(wf / r_lo_);
-      } else if (in_ratio > r_hi_) {
-        fb_w = RoundI32(hf * r_hi_);
-      }
-      fb_w = fb_w < w ? fb_w : w;
-      fb_h = fb_h < h ? fb_h : h;
-      // (h - fb_h) // 2 in TF is a floor division; the difference is >= 0 unless
-      // the rounding produced INT32_MIN, which cannot happen for h, w > 0.
-      out[0] = static_cast<int32_t>((static_cast<int64_t>(h) - fb_h) / 2);
-      out[1] = static_cast<int32_t>((static_cast<int64_t>(w) - fb_w) / 2);
-      out[2] = fb_h;
-      out[3] = fb_w;
-    }
+    RrcWindow(draws_t.flat<float>().data(), draws_t.dim_size(1), h, w, r_lo_, r_hi_, out);
     Tensor* window = nullptr;
     OP_REQUIRES_OK(ctx, ctx->allocate_output(0, TensorShape({4}), &window));
     auto v = window->vec<int32>();

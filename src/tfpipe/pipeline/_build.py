@@ -70,7 +70,7 @@ def _cache_path(s: Settings, split: str, files: list[str], worker: tuple[int, in
     """A cache file name that changes whenever what is cached would change."""
     keys = ("data_path", "task", "channels")
     if what == "decoded":
-        keys += ("image_size", "eval_crop_fraction", "max_boxes")
+        keys += ("image_size", "eval_crop_fraction", "max_boxes", "dct_scaling")
     tag = s.fingerprint(*keys)
     files_hash = hashlib.sha256("\n".join(files).encode()).hexdigest()[:8]
     try:  # fail at build time, not silently inside the iterator

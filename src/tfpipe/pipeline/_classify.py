@@ -120,6 +120,12 @@ def pixel_fn(op: Op) -> Callable[[tf.Tensor, tf.Tensor], tf.Tensor]:
     return on_device.pixel_function(op.name, op.params, op.p)
 
 
+def _has_fused_l1() -> bool:
+    from tfpipe.native import jpeg as native_jpeg
+
+    return native_jpeg.has_decode_crop_resize()
+
+
 class Classify:
     """Per-block, per-sample and per-batch functions for one classification pipeline."""
 
@@ -141,6 +147,10 @@ class Classify:
         self.fast_flip = self.fast_crop and len(ops) > 1 and ops[1].name == "flip" and \
             bool(ops[1].params.get("horizontal", True)) and \
             not bool(ops[1].params.get("vertical", False))
+        # decode + crop + resize + flip of a JPEG as one native kernel (window_decode.cc)
+        self.fused_l1 = self.fast_crop and _has_fused_l1()
+        # the output size a JPEG window is DCT-scaled towards (None: full-size decode)
+        self.dct_target = s.image_size if s.dct_scaling else None
         self.fused = FusedPixel(self.pixel, s.mean, s.std) if fusable(self.pixel) else None
         self.pixel_fns = [] if self.fused else [pixel_fn(op) for op in self.pixel]
         # resolved here, not inside the traced functions (autograph would trace importlib)
@@ -226,16 +236,22 @@ class Classify:
     def train_image(self, encoded: tf.Tensor, row: dict[str, tf.Tensor]) -> tf.Tensor:
         size, ops = self.s.image_size, self.geometry
         start = 0
-        if self.fast_crop:
-            crop, _, _ = decode_window(encoded, self.s.channels, self._crop_window(row))
-            if not self.fast_flip:
-                image, start = resize_uint8(crop, size), 1
-            elif native.available():  # the flip done by the native resize itself
-                image, start = native.resize_bilinear_u8(crop, size, row["_flip"]), 2
-            else:  # random_flip's own branch, with the planned coin
-                image = resize_uint8(crop, size)
-                image, start = tf.cond(row["_flip"], lambda: tf.reverse(image, [1]),
-                                       lambda: image), 2
+        if self.fast_crop and self.fused_l1:
+            # one native kernel for a JPEG (header, window, decode, resize, flip),
+            # the same bytes as the composed ops below (tests/native)
+            from tfpipe.native.jpeg import decode_crop_resize
+
+            flip = row["_flip"] if self.fast_flip else False
+            crop_on = row.get("_crop_on", True)
+            ratio = _pair(ops[0], "ratio", (3 / 4, 4 / 3))
+            image = tf.cond(
+                tf.io.is_jpeg(encoded),
+                lambda: decode_crop_resize(encoded, row["_crop"], crop_on, flip, size, ratio,
+                                           self.s.channels, self.s.dct_scaling),
+                lambda: self._composed_crop(encoded, row)[0])
+            start = 2 if self.fast_flip else 1
+        elif self.fast_crop:
+            image, start = self._composed_crop(encoded, row)
         else:
             # Resized to image_size FIRST, so the L2 ops run on image_size pixels and
             # their pixel parameters (padding, elastic alpha/sigma) are output pixels:
@@ -249,12 +265,26 @@ class Classify:
             image = resize_uint8(image, size)  # same-size bilinear is the identity
         return image
 
+    def _composed_crop(self, encoded: tf.Tensor, row: dict[str, tf.Tensor]
+                       ) -> tuple[tf.Tensor, int]:
+        """Window decode + resize (+ the planned flip): (image, next geometry op)."""
+        size = self.s.image_size
+        crop, _, _ = decode_window(encoded, self.s.channels, self._crop_window(row),
+                                   target=self.dct_target)
+        if not self.fast_flip:
+            return resize_uint8(crop, size), 1
+        if native.available():  # the flip done by the native resize itself
+            return native.resize_bilinear_u8(crop, size, row["_flip"]), 2
+        image = resize_uint8(crop, size)  # random_flip's own branch, with the planned coin
+        return tf.cond(row["_flip"], lambda: tf.reverse(image, [1]), lambda: image), 2
+
     def decode_only(self, shard: tf.Tensor, rec: tf.Tensor, local: tf.Tensor,
                     serialized: tf.Tensor, row: dict[str, tf.Tensor] | None = None) -> tf.Tensor:
         """L1 alone (stage report): parse + decode (fused window when training)."""
         feats = self.parse(serialized, (IMAGE_KEY,))
         if self.fast_crop and row is not None:
-            crop, _, _ = decode_window(feats[IMAGE_KEY], self.s.channels, self._crop_window(row))
+            crop, _, _ = decode_window(feats[IMAGE_KEY], self.s.channels, self._crop_window(row),
+                                       target=self.dct_target)
             return crop
         return decode_full(feats[IMAGE_KEY], self.s.channels)
 
@@ -450,11 +480,13 @@ class Classify:
 def eval_image(s: Settings, encoded: tf.Tensor, crop_in_decoder: bool = True) -> tf.Tensor:
     """Eval/serving L1 of one encoded image: centre-crop window (decoded alone for
     JPEG), bilinear resize, uint8 [H, W, channels]. The one definition that the eval
-    pipeline and the exported serving graph (`pipeline.serving`) both trace."""
+    pipeline and the exported serving graph (`pipeline.serving`) both trace. With
+    `data.dct_scaling` the window is decoded at the largest DCT reduction that
+    keeps it >= the output (`_decode.dct_ratio`)."""
     size, frac = s.image_size, s.eval_crop_fraction
     crop, _, _ = decode_window(
         encoded, s.channels, lambda h, w: augment.center_crop_window(h, w, size, frac),
-        crop_in_decoder)
+        crop_in_decoder, target=size if s.dct_scaling else None)
     return resize_uint8(crop, size)
 
 

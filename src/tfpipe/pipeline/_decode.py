@@ -6,6 +6,22 @@ decodes only the MCU rows/columns the window touches. Any other format (PNG,
 GIF, BMP) is fully decoded and then sliced with the SAME window, so the window
 -- and therefore the output -- does not depend on the file format.
 
+DCT scaling (`data.dct_scaling`, default on; `decode_window(..., target=)`):
+libjpeg can decode at 1/2, 1/4, 1/8 scale in the DCT domain, which costs less
+than decoding at full size and resizing (the entropy decoding of every row
+down to the window's last one cannot be skipped, the inverse DCT, colour
+conversion and the resize shrink with the scale). Per sample the largest
+reduction r in {8, 4, 2} whose window still has at least the output's size on
+both sides is chosen (`dct_ratio`: crop_h >= r * out_h and crop_w >= r * out_w,
+else r = 1), from the window and the size the header read already gave (no
+second header read). The scaled image is ceil(dim / r) on each side (libjpeg's
+`jdiv_round_up`) and the window is mapped to it by `scaled_window`: floor of
+its start, ceil of its end, so it covers the full-size window (at most r - 1
+full-size pixels more on a side). Non-JPEG images are decoded at full size and
+sliced with the full-size window, as before. The native strict decode does the
+same choice and mapping itself (jpeg_strict.cc), bit for bit (tests/pipeline/
+test_dct_scaling.py).
+
 Everything here returns uint8 `[h, w, channels]`: grayscale is replicated to 3
 channels, RGBA loses alpha, CMYK JPEGs are converted by libjpeg.
 
@@ -53,14 +69,59 @@ def decode_full(encoded: tf.Tensor, channels: int) -> tf.Tensor:
     return tf.ensure_shape(image, [None, None, channels])
 
 
+RATIOS = (1, 2, 4, 8)  # what libjpeg's DCT scaling (TF's `ratio` attr) offers
+
+
+def dct_ratio(crop_h: tf.Tensor, crop_w: tf.Tensor, target: tuple[int, int]) -> tf.Tensor:
+    """The largest DCT reduction r in {8, 4, 2} with crop_h >= r * target[0] and
+    crop_w >= r * target[1], else 1 (int32 scalar): the decoded window then
+    still has at least the output's size on both sides."""
+    crop_h, crop_w = tf.cast(crop_h, tf.int32), tf.cast(crop_w, tf.int32)
+    r = tf.constant(1, tf.int32)
+    for k in RATIOS[1:]:
+        r = tf.where((crop_h >= k * int(target[0])) & (crop_w >= k * int(target[1])),
+                     tf.constant(k, tf.int32), r)
+    return r
+
+
+def scaled_window(window: Window, r: tf.Tensor) -> Window:
+    """A full-size window (oy, ox, ch, cw) in the coordinates of the image decoded
+    at 1/r (ceil(dim / r) per side): [floor(oy / r), ceil((oy + ch) / r)) and the
+    same along x, so it covers the full-size window."""
+    oy, ox, ch, cw = (tf.cast(v, tf.int32) for v in window)
+    y0, x0 = oy // r, ox // r
+    y1, x1 = (oy + ch + r - 1) // r, (ox + cw + r - 1) // r
+    return y0, x0, y1 - y0, x1 - x0
+
+
+def decode_and_crop_scaled(encoded: tf.Tensor, window: Window, channels: int,
+                           target: tuple[int, int]) -> tf.Tensor:
+    """Pure TF: `decode_and_crop_jpeg` of the full-size `window` at the DCT
+    reduction `dct_ratio` picks for `target` (`ratio` is a static attr of TF's op:
+    a switch over the four)."""
+    r = dct_ratio(window[2], window[3], target)
+    scaled = tf.stack(scaled_window(window, r))
+
+    def at(k: int) -> Callable[[], tf.Tensor]:
+        return lambda: tf.io.decode_and_crop_jpeg(encoded, scaled, channels=channels, ratio=k)
+
+    index = sum(tf.cast(r >= k, tf.int32) for k in RATIOS[1:])  # r = 2 ** index
+    return tf.switch_case(index, [at(k) for k in RATIOS])
+
+
 def decode_window(encoded: tf.Tensor, channels: int, window_fn: WindowFn,
-                  crop_in_decoder: bool = True) -> tuple[tf.Tensor, Window, tf.Tensor]:
+                  crop_in_decoder: bool = True, target: tuple[int, int] | None = None
+                  ) -> tuple[tf.Tensor, Window, tf.Tensor]:
     """Decode only `window_fn(height, width)` of the image.
 
     Returns (uint8 crop [ch, cw, channels], window (oy, ox, ch, cw) int32,
     original size [2] int32). `crop_in_decoder=False` decodes JPEGs fully and
     slices too (for TFLite, which has no kernel for extract_jpeg_shape): NOT the
-    same bits at the window's edges where chroma is subsampled.
+    same bits at the window's edges where chroma is subsampled. `target` (the
+    output size the crop is resized to next): decode a JPEG window at the DCT
+    reduction `dct_ratio` picks (the crop is then smaller than the window, ~1/r
+    per side); ignored with `crop_in_decoder=False` (the size is not known
+    before decoding there).
     """
     strict = _strict()
 
@@ -70,7 +131,9 @@ def decode_window(encoded: tf.Tensor, channels: int, window_fn: WindowFn,
         if strict:
             from tfpipe.native.jpeg import decode_jpeg_strict
 
-            crop = decode_jpeg_strict(encoded, channels, tf.stack([oy, ox, ch, cw]))
+            crop = decode_jpeg_strict(encoded, channels, tf.stack([oy, ox, ch, cw]), target)
+        elif target is not None:
+            crop = decode_and_crop_scaled(encoded, (oy, ox, ch, cw), channels, target)
         else:
             crop = tf.io.decode_and_crop_jpeg(encoded, tf.stack([oy, ox, ch, cw]),
                                               channels=channels)

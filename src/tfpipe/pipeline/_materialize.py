@@ -49,7 +49,7 @@ CONFIG_KEYS = {
     "output_dtype": "data.output_dtype", "mean": "data.normalize.mean",
     "std": "data.normalize.std", "label_format": "data.label_format",
     "num_classes": "data.num_classes", "eval_crop_fraction": "data.eval_crop_fraction",
-    "max_boxes": "data.max_boxes", "batch_size": "pipeline.batch_size",
+    "max_boxes": "data.max_boxes", "dct_scaling": "data.dct_scaling", "batch_size": "pipeline.batch_size",
     "shuffle_buffer": "pipeline.shuffle_buffer", "interleave_cycle": "pipeline.interleave_cycle",
     "drop_remainder": "pipeline.drop_remainder", "on_error": "pipeline.on_error",
     "enable_rate": "augment.enable_rate", "geometry": "augment.geometry",

@@ -70,6 +70,9 @@ class Settings:
     features: Any = None
     # "host" | "device": where train L3 + normalize + L4 run (augment.pixel_stage)
     pixel_stage: str = "host"
+    # JPEG windows decoded at the largest DCT reduction that keeps them >= the
+    # output (pipeline/_decode.py); changes pixels, so it is hashed like any key
+    dct_scaling: bool = True
 
     def active(self, section: str) -> list[Op]:
         """Enabled ops of `geometry` / `pixel` / `batch` with p > 0, in order."""
@@ -116,6 +119,7 @@ def settings(config: Any) -> Settings:
         num_classes=data.num_classes,
         eval_crop_fraction=float(data.eval_crop_fraction),
         max_boxes=int(data.max_boxes),
+        dct_scaling=bool(data.dct_scaling),
         batch_size=int(pipe.batch_size),
         shuffle_buffer=int(pipe.shuffle_buffer),
         num_parallel_calls=int(pipe.tf_value("num_parallel_calls")),

@@ -1,0 +1,237 @@
+// TfpipeDecodeCropResize: the train path's L1 + first two L2 ops of one JPEG in
+// one kernel -- header size, random-resized-crop window from its planned draws,
+// strict decode of only that window (at the DCT reduction data.dct_scaling
+// picks), bilinear resize to the output size, horizontal flip.
+//
+// It is the composition the pipeline otherwise runs as ~8 ops per sample
+// (extract_jpeg_shape, TfpipeCropWindow, stack, TfpipeDecodeJpegStrict,
+// TfpipeResizeBilinearU8, ...), built from the very same functions, so its
+// bytes are theirs (tests/native/test_window_decode.py checks it against both
+// the native and the pure-TF composition):
+//   - the size: tensorflow::jpeg::GetImageInfo (what extract_jpeg_shape calls);
+//   - the window: RrcWindow (window.cc, = augment.crop_window_from_draws);
+//   - the decode: ScanJpegStructure + jpeg::Uncompress with the strict op's
+//     flags and its DctRatio mapping (jpeg_strict.cc);
+//   - the resize: Weights / RowX / RowY (ops.cc, = tf.image.resize bilinear,
+//     rounded and saturated), with the flip folded into the x taps.
+// Those helpers live in the other sources' anonymous namespaces: the build
+// compiles every source as ONE translation unit in name order
+// (tfpipe.native.build), and this file's name sorts after theirs.
+
+#include <dlfcn.h>
+
+#include <cstdint>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "tensorflow/core/framework/op.h"
+#include "tensorflow/core/framework/op_kernel.h"
+#include "tensorflow/core/framework/shape_inference.h"
+#include "tensorflow/core/lib/jpeg/jpeg_mem.h"
+
+using namespace tensorflow;  // NOLINT(build/namespaces)
+
+REGISTER_OP("TfpipeDecodeCropResize")
+    .Input("contents: string")
+    .Input("draws: float")
+    .Input("crop_on: bool")
+    .Input("flip: bool")
+    .Input("size: int32")
+    .Attr("ratio: list(float)")
+    .Attr("channels: int = 3")
+    .Attr("dct_scaling: bool = true")
+    .Output("image: uint8")
+    .SetShapeFn([](shape_inference::InferenceContext* c) {
+      shape_inference::ShapeHandle hw, out;
+      TF_RETURN_IF_ERROR(c->MakeShapeFromShapeTensor(4, &hw));
+      TF_RETURN_IF_ERROR(c->WithRank(hw, 2, &hw));
+      int channels;
+      TF_RETURN_IF_ERROR(c->GetAttr("channels", &channels));
+      TF_RETURN_IF_ERROR(c->Concatenate(hw, c->Vector(channels), &out));
+      c->set_output(0, out);
+      return absl::OkStatus();
+    })
+    .Doc(R"doc(
+One JPEG -> uint8 [size[0], size[1], channels]: header size, the random-resized-
+crop window of `draws` [4, attempts] (the whole image when crop_on is false),
+strict decode of that window (DCT-scaled towards `size` when dct_scaling),
+bilinear resize, mirrored when flip. Bit-identical to the composition of
+extract_jpeg_shape, TfpipeCropWindow, TfpipeDecodeJpegStrict and
+TfpipeResizeBilinearU8.
+)doc");
+
+namespace {
+
+using GetImageInfoFn = bool (*)(const void*, int, int*, int*, int*);
+
+// tensorflow::jpeg::GetImageInfo(const void*, int, int*, int*, int*), looked up
+// like Uncompress (jpeg_strict.cc): exported by libtensorflow_cc only.
+GetImageInfoFn LookupGetImageInfo() {
+  static std::once_flag once;
+  static GetImageInfoFn fn = nullptr;
+  std::call_once(once, [] {
+    constexpr char kSymbol[] = "_ZN10tensorflow4jpeg12GetImageInfoEPKviPiS3_S3_";
+    for (const char* lib : {"libtensorflow_cc.so.2", "libtensorflow_framework.so.2"}) {
+      void* handle = dlopen(lib, RTLD_NOW | RTLD_NOLOAD);
+      if (handle == nullptr) continue;
+      fn = reinterpret_cast<GetImageInfoFn>(dlsym(handle, kSymbol));
+      if (fn != nullptr) return;
+    }
+    fn = reinterpret_cast<GetImageInfoFn>(dlsym(RTLD_DEFAULT, kSymbol));
+  });
+  return fn;
+}
+
+// TfpipeResizeBilinearU8's loop (ops.cc), from a buffer into a buffer.
+void ResizeInto(const uint8_t* src, int64_t in_h, int64_t in_w, int64_t channels,
+                int64_t out_h, int64_t out_w, bool flip, uint8_t* dst) {
+  std::vector<Interp> xs, ys;
+  Weights(out_w, in_w, &xs);
+  Weights(out_h, in_h, &ys);
+  if (flip) std::reverse(xs.begin(), xs.end());
+  XTaps taps;
+  for (const Interp& i : xs) {
+    taps.l.push_back(i.lower * channels);
+    taps.r.push_back(i.upper * channels);
+    taps.t.push_back(i.lerp);
+  }
+  const int64_t row_in = in_w * channels, row_out = out_w * channels;
+  std::vector<float> buf(2 * row_out), wide(row_in);
+  float* rows[2] = {buf.data(), buf.data() + row_out};
+  int64_t have[2] = {-1, -1};
+  auto row_x = [&](int64_t y, float* d) {
+    const uint8_t* s = src + y * row_in;
+    switch (channels) {
+      case 1: RowX<1>(s, taps, out_w, channels, row_in, wide.data(), d); break;
+      case 3: RowX<3>(s, taps, out_w, channels, row_in, wide.data(), d); break;
+      default: RowX<0>(s, taps, out_w, channels, row_in, wide.data(), d);
+    }
+  };
+  auto fetch = [&](int64_t y, int64_t other) -> const float* {
+    if (have[0] == y) return rows[0];
+    if (have[1] == y) return rows[1];
+    const int slot = have[0] == other ? 1 : 0;
+    row_x(y, rows[slot]);
+    have[slot] = y;
+    return rows[slot];
+  };
+  for (int64_t y = 0; y < out_h; ++y) {
+    const Interp& iy = ys[y];
+    const float* top = fetch(iy.lower, iy.upper);
+    const float* bot = fetch(iy.upper, iy.lower);
+    RowY(top, bot, iy.lerp, row_out, dst + y * row_out);
+  }
+}
+
+class DecodeCropResizeOp : public OpKernel {
+ public:
+  explicit DecodeCropResizeOp(OpKernelConstruction* ctx) : OpKernel(ctx) {
+    std::vector<float> ratio;
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("ratio", &ratio));
+    OP_REQUIRES(ctx, ratio.size() == 2 && ratio[0] > 0.0f && ratio[0] <= ratio[1],
+                errors::InvalidArgument("ratio must be (low, high) with 0 < low <= high"));
+    r_lo_ = ratio[0];
+    r_hi_ = ratio[1];
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("channels", &channels_));
+    OP_REQUIRES(ctx, channels_ == 1 || channels_ == 3,
+                errors::InvalidArgument("channels must be 1 or 3, got ", channels_));
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("dct_scaling", &dct_));
+    std::string why;
+    OP_REQUIRES(ctx, LookupUncompress(&why) != nullptr, errors::Unavailable(why));
+    OP_REQUIRES(ctx, LookupGetImageInfo() != nullptr,
+                errors::Unavailable("tensorflow::jpeg::GetImageInfo not found in the loaded "
+                                    "TF libraries"));
+  }
+
+  void Compute(OpKernelContext* ctx) override {
+    const Tensor& contents = ctx->input(0);
+    const Tensor& draws = ctx->input(1);
+    const Tensor& size = ctx->input(4);
+    OP_REQUIRES(ctx, TensorShapeUtils::IsScalar(contents.shape()) &&
+                         TensorShapeUtils::IsScalar(ctx->input(2).shape()) &&
+                         TensorShapeUtils::IsScalar(ctx->input(3).shape()),
+                errors::InvalidArgument("contents, crop_on and flip must be scalars"));
+    OP_REQUIRES(ctx, draws.dims() == 2 && draws.dim_size(0) == 4 && draws.dim_size(1) > 0,
+                errors::InvalidArgument("draws must be float32 [4, attempts], got ",
+                                        draws.shape().DebugString()));
+    OP_REQUIRES(ctx, size.dims() == 1 && size.NumElements() == 2,
+                errors::InvalidArgument("size must be [2] (height, width)"));
+    const int64_t out_h = size.vec<int32>()(0), out_w = size.vec<int32>()(1);
+    OP_REQUIRES(ctx, out_h > 0 && out_w > 0, errors::InvalidArgument("size must be positive"));
+    const tstring& input = contents.scalar<tstring>()();
+    OP_REQUIRES(ctx, input.size() <= std::numeric_limits<int>::max(),
+                errors::InvalidArgument("JPEG contents are too large"));
+    const int n = static_cast<int>(input.size());
+
+    // extract_jpeg_shape's error for a header it cannot read
+    int w = 0, h = 0, comps = 0;
+    OP_REQUIRES(ctx, LookupGetImageInfo()(input.data(), n, &w, &h, &comps),
+                errors::InvalidArgument("Invalid JPEG data or crop window, data size ", n));
+    int32_t win[4] = {0, 0, h, w};
+    if (ctx->input(2).scalar<bool>()()) {
+      RrcWindow(draws.flat<float>().data(), draws.dim_size(1), h, w, r_lo_, r_hi_, win);
+    }
+
+    jpeg::UncompressFlags flags;  // TfpipeDecodeJpegStrict's, crop = true
+    flags.components = channels_;
+    flags.ratio = 1;
+    flags.fancy_upscaling = true;
+    flags.try_recover_truncated_jpeg = false;
+    flags.min_acceptable_fraction = 1.0f;
+    flags.dct_method = JDCT_IFAST;
+    flags.crop = true;
+    flags.crop_y = win[0];
+    flags.crop_x = win[1];
+    flags.crop_height = win[2];
+    flags.crop_width = win[3];
+    const int r = dct_ ? DctRatio(win[2], win[3], out_h, out_w) : 1;
+    if (r > 1) {
+      const int64_t y0 = win[0] / r, x0 = win[1] / r;
+      const int64_t y1 = (static_cast<int64_t>(win[0]) + win[2] + r - 1) / r;
+      const int64_t x1 = (static_cast<int64_t>(win[1]) + win[3] + r - 1) / r;
+      flags.ratio = r;
+      flags.crop_y = static_cast<int>(y0);
+      flags.crop_x = static_cast<int>(x0);
+      flags.crop_height = static_cast<int>(y1 - y0);
+      flags.crop_width = static_cast<int>(x1 - x0);
+    }
+    const std::string structure =
+        ScanJpegStructure(reinterpret_cast<const uint8_t*>(input.data()), input.size());
+    OP_REQUIRES(ctx, structure.empty(), errors::InvalidArgument("damaged JPEG: ", structure));
+
+    Tensor crop;
+    int64_t nwarn = 0;
+    uint8_t* buffer = LookupUncompress(nullptr)(
+        input.data(), n, flags, &nwarn, [&](int cw, int ch, int c) -> uint8_t* {
+          Status s = ctx->allocate_temp(DT_UINT8, TensorShape({ch, cw, c}), &crop);
+          if (!s.ok()) {
+            ctx->SetStatus(s);
+            return nullptr;
+          }
+          return crop.flat<uint8>().data();
+        });
+    OP_REQUIRES_OK(ctx, ctx->status());
+    OP_REQUIRES(ctx, buffer != nullptr,
+                errors::InvalidArgument("jpeg::Uncompress failed. Invalid JPEG data or crop "
+                                        "window."));
+    OP_REQUIRES(ctx, nwarn == 0,
+                errors::InvalidArgument("damaged JPEG: libjpeg reported ", nwarn,
+                                        " warning(s) (corrupt entropy-coded data, e.g. "
+                                        "\"premature end of data segment\"); the decoded "
+                                        "image would be partly gray"));
+    Tensor* out = nullptr;
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(0, TensorShape({out_h, out_w, channels_}), &out));
+    ResizeInto(crop.flat<uint8>().data(), crop.dim_size(0), crop.dim_size(1), crop.dim_size(2),
+               out_h, out_w, ctx->input(3).scalar<bool>()(), out->flat<uint8>().data());
+  }
+
+ private:
+  float r_lo_ = 0.0f, r_hi_ = 0.0f;
+  int channels_ = 3;
+  bool dct_ = true;
+};
+
+}  // namespace
+
+REGISTER_KERNEL_BUILDER(Name("TfpipeDecodeCropResize").Device(DEVICE_CPU), DecodeCropResizeOp);
