@@ -61,6 +61,8 @@ def test_intact_shards_read_in_the_interleave_order(datasets):
     _, files, _, _, records, _ = datasets
     got = [r.numpy() for r in read_serialized(files, None, -1)]
     assert got == round_robin(records)
+    one_at_a_time = [r.numpy() for r in read_serialized(files, None, 1)]
+    assert one_at_a_time == [r for shard in records for r in shard]
 
 
 @pytest.mark.skipif(not native_tfrecord.available(), reason="resync needs the native library")
