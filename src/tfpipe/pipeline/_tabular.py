@@ -1,6 +1,7 @@
 """The tabular pipeline (docs/tabular.md, "Pipeline"):
 
-    list shards -> shard per worker -> interleave(TFRecordDataset)
+    list shards -> shard per worker -> read_serialized (interleave; stock reader
+      for shards the native walk found intact, the tolerant reader for the rest)
       [-> cache (train: serialized records)] -> shuffle (epoch seed) [-> skip step * batch]
       -> batch (records still serialized) -> parse_example + transforms on the whole batch
       [-> cache (eval: parsed and transformed)] -> prefetch (last)
