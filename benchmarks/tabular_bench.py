@@ -1,6 +1,6 @@
 """Tabular pipeline rows/s vs two common alternatives, side by side in one run.
 
-    PYTHONPATH=src .venv/bin/python benchmarks/tabular_bench.py --rows 40000 --rounds 3
+    PYTHONPATH=src .venv/bin/python benchmarks/tabular_bench.py --rows 40000 --rounds 3 --steps
 
 The synthetic CTR table (tfpipe.features.make_ctr_table) is converted with
 statistics; the same `FeatureTransforms` (from the same statistics.json) then
@@ -13,6 +13,15 @@ run in three pipelines that all yield `(features, label)` batches of --batch row
   pandas read is timed separately, once: it is paid per process, not per epoch);
 - `per-record`: the same shards, `parse_single_example` + transforms per record,
   then batch.
+
+`--steps` adds what each step of the tabular path costs or buys, in the same run:
+
+- `tfpipe, read_records (before)`: the pipeline as it was, on the image path's
+  per-record tolerant reader (`read_records`, (shard, index, record) triples);
+- `tfpipe, batch map serial`: the per-batch parse + transforms map with
+  `num_parallel_calls=1`;
+- `tfpipe, parse only`: `parse_example` without the transforms (their share);
+- `reader only`: `read_serialized` alone, batched (the reader's ceiling).
 
 Each round times one full epoch of each variant (built once, one warm-up epoch
 first); ratios are per round against `tfpipe`, so machine load moves all three.
@@ -52,11 +61,52 @@ def epoch_seconds(ds: tf.data.Dataset) -> tuple[float, int]:
     return time.perf_counter() - t, rows
 
 
+def step_variants(cfg, batch: int) -> dict[str, tf.data.Dataset]:
+    """The tabular pipeline with one step changed each (module doc, --steps)."""
+    from tfpipe.pipeline import _tabular, build_pipeline
+    from tfpipe.pipeline._settings import settings
+    from tfpipe.pipeline._source import read_records, read_serialized
+
+    base = _tabular.Tabular
+
+    class Before(base):  # the reader and triples build_pipeline had before
+        def records(self):
+            s = self.s
+            return read_records(self.my_files, self.compression, s.interleave_cycle,
+                                skip_framing=s.on_error == "skip", parallel=s.read_parallel)
+
+        def parse(self, shard, index, serialized):
+            return base.parse(self, serialized)
+
+    class ParseOnly(base):
+        def parse(self, serialized):
+            parsed = tf.io.parse_example(serialized, self.spec)
+            return parsed, parsed.pop(self.label)
+
+    parallel = _tabular.batch_parallelism
+    out = {}
+    for name, cls, npc in (("tfpipe, read_records (before)", Before, parallel),
+                           ("tfpipe, batch map serial", base, lambda s: 1),
+                           ("tfpipe, parse only", ParseOnly, parallel)):
+        _tabular.Tabular, _tabular.batch_parallelism = cls, npc
+        try:
+            out[name] = build_pipeline(cfg)
+        finally:
+            _tabular.Tabular, _tabular.batch_parallelism = base, parallel
+    s = settings(cfg)
+    t = base(s, "train", (0, 1))
+    reader = read_serialized(t.my_files, t.compression, s.interleave_cycle,
+                             skip_framing=s.on_error == "skip", parallel=s.read_parallel)
+    out["reader only"] = reader.batch(batch).map(lambda r: ({}, r)).prefetch(tf.data.AUTOTUNE)
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--rows", type=int, default=40_000)
     ap.add_argument("--batch", type=int, default=512)
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--steps", action="store_true", help="add the per-step variants")
     args = ap.parse_args()
 
     import pandas as pd
@@ -121,6 +171,8 @@ def main() -> None:
                   .prefetch(tf.data.AUTOTUNE))
 
     variants = {"tfpipe": tfpipe_ds, "pandas": pandas_ds, "per-record": per_record}
+    if args.steps:
+        variants.update(step_variants(cfg, args.batch))
     for ds in variants.values():
         epoch_seconds(ds)  # warm-up: traces, opens files, fills caches
     rates: dict[str, list[float]] = {k: [] for k in variants}

@@ -1,6 +1,7 @@
 """The tabular pipeline (docs/tabular.md, "Pipeline"):
 
-    list shards -> shard per worker -> interleave(TFRecordDataset)
+    list shards -> shard per worker -> read_serialized (interleave; stock reader
+      for shards the native walk found intact, the tolerant reader for the rest)
       [-> cache (train: serialized records)] -> shuffle (epoch seed) [-> skip step * batch]
       -> batch (records still serialized) -> parse_example + transforms on the whole batch
       [-> cache (eval: parsed and transformed)] -> prefetch (last)
@@ -24,7 +25,7 @@ from tfpipe import seeds
 from tfpipe.errors import ConfigError, InputError, TfpipeError
 from tfpipe.pipeline._options import batch_parallelism, options
 from tfpipe.pipeline._settings import AUTOTUNE, Settings
-from tfpipe.pipeline._source import Source, read_records, worker_files
+from tfpipe.pipeline._source import Source, read_serialized, worker_files
 from tfpipe.records import open_source
 
 if TYPE_CHECKING:
@@ -111,16 +112,15 @@ class Tabular:
     # ------------------------------------------------------------------ stages
     def records(self) -> tf.data.Dataset:
         s = self.s
-        ds = read_records(self.my_files, self.compression, s.interleave_cycle,
-                          skip_framing=s.on_error == "skip", parallel=s.read_parallel)
+        # serialized records only: parse() needs no (shard, index), and the
+        # tabular reader skips the per-record work small records pay for
+        ds = read_serialized(self.my_files, self.compression, s.interleave_cycle,
+                             skip_framing=s.on_error == "skip", parallel=s.read_parallel)
         if self.elem_shard:
             ds = ds.shard(self.worker[1], self.worker[0])
-        # (shard, record index, serialized) travel together into the batch: no
-        # per-record map; parse() takes the batched triple
         return ds
 
-    def parse(self, shard: tf.Tensor, index: tf.Tensor, serialized: tf.Tensor
-              ) -> tuple[dict[str, tf.Tensor], tf.Tensor]:
+    def parse(self, serialized: tf.Tensor) -> tuple[dict[str, tf.Tensor], tf.Tensor]:
         """A batch of serialized Examples -> (transformed features, label)."""
         parsed = tf.io.parse_example(serialized, self.spec)
         label = parsed.pop(self.label)
