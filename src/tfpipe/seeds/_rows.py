@@ -5,6 +5,10 @@ parameters runs several small kernels per sample, and `tf.vectorized_map` cannot
 batch them ("No pfor vectorization defined for StatelessRandomUniformFullIntV2").
 This module recomputes the same numbers for a whole batch of seeds with ordinary
 elementwise TF ops on uint64 lanes: no loops, map_fn, py_function or custom op.
+The Philox body is traced once per process per (output kind, generator calls)
+into a shared `tf.function` (`_shared`), so each draw site adds one
+PartitionedCall node to its graph rather than ~300 ops (build time: see
+docs/performance.md, "Pipeline build time").
 
 What is reproduced (TF 2.21, `alg="philox"`; tests/seeds/test_rows.py compares
 every function bit for bit with TF's own op on each row):
@@ -170,21 +174,23 @@ def _shared(kind: str, calls: int) -> Callable[[tf.Tensor], tf.Tensor]:
         return body(seeds, calls)
 
     philox_rows.__name__ = f"tfpipe_philox_{kind}_{calls}"  # the library function's name
+    # _noinline: inlined, Grappler would paste the body back into every call site
+    # and optimize each copy on every new iterator (every epoch); as a call it is
+    # instantiated once per iterator. Measured: benchmarks/pipeline_build_bench.py.
     return tf.function(philox_rows, autograph=False,
-                       input_signature=[tf.TensorSpec([None, 2], tf.int64)])
+                       input_signature=[tf.TensorSpec([None, 2], tf.int64)],
+                       experimental_attributes={"_noinline": True})
 
 
-def _draw(kind: str, seeds: tf.Tensor, calls: int, per_call: int) -> tf.Tensor:
-    """[..., 2] seeds -> [..., per_call * calls] through the shared function on [N, 2] rows."""
-    lead = tf.shape(seeds)[:-1]
-    flat = _shared(kind, calls)(tf.reshape(seeds, [-1, 2]))
-    return tf.reshape(flat, tf.concat([lead, [per_call * calls]], axis=0))
+def _draw(kind: str, seeds: tf.Tensor, calls: int) -> tf.Tensor:
+    """Seeds [..., 2] -> the shared function's output on their rows flattened: [N, m]."""
+    return _shared(kind, calls)(tf.reshape(seeds, [-1, 2]))
 
 
 def _finish(flat: tf.Tensor, seeds: tf.Tensor, n: int, shape: tuple[int, ...]) -> tf.Tensor:
-    """[..., m >= n] -> [..., *shape]: keep the first n elements of each row."""
+    """[N, m >= n] -> [..., *shape]: the first n elements of each row, in the seeds' lead shape."""
     lead = tf.shape(seeds)[:-1]
-    out = tf.reshape(flat[..., :n], tf.concat([lead, tf.constant(shape, tf.int32)], axis=0))
+    out = tf.reshape(flat[:, :n], tf.concat([lead, tf.constant(shape, tf.int32)], axis=0))
     out.set_shape(seeds.shape[:-1].concatenate(shape))
     return out
 
@@ -193,11 +199,11 @@ def full_int_rows(seeds: tf.Tensor, shape: Sequence[int]) -> tf.Tensor:
     """int64 [..., *shape]: row i == `stateless_random_uniform_full_int(shape, seeds[i], int64, "philox")`."""
     seeds, shape = _as_seeds(seeds), _static_shape(shape)
     n = math.prod(shape)
-    return _finish(_draw("int64", seeds, max(1, -(-n // 2)), 2), seeds, n, shape)
+    return _finish(_draw("int64", seeds, max(1, -(-n // 2))), seeds, n, shape)
 
 
 def _uniform01(seeds: tf.Tensor, n: int) -> tf.Tensor:
-    return _draw("uniform01", seeds, max(1, -(-n // 4)), 4)
+    return _draw("uniform01", seeds, max(1, -(-n // 4)))
 
 
 def uniform_rows(seeds: tf.Tensor, shape: Sequence[int], minval: Number = 0.0, maxval: Number = 1.0) -> tf.Tensor:
