@@ -14,7 +14,10 @@ in for its variant), and reports per variant:
 * ops: nodes of the dataset's serialized GraphDef plus its function library;
 * pass 1 / pass 2: CPU and wall seconds to the first batch of the first and of
   the next iteration (a new epoch: tf.data instantiates and optimizes the
-  functions again).
+  functions again);
+* ms per batch: the rest of pass 2 (steady state: the call nodes must not slow
+  the running pipeline); and the seed draws alone (rng_bench's "batched x4"
+  map), samples/s.
 
 "cold" rows run each variant in a fresh process (the first build of a process
 also pays the one-time tracing of the shared functions); "warm" rows alternate
@@ -99,11 +102,41 @@ def one(cfg, variant: str) -> dict:
     ds, build_cpu, build_wall = timed(lambda: build_pipeline(cfg, "train"))
     ops = count_ops(ds)
     b1, p1_cpu, p1_wall = timed(lambda: next(iter(ds)))
-    b2, p2_cpu, p2_wall = timed(lambda: next(iter(ds)))
+    it = iter(ds)
+    b2, p2_cpu, p2_wall = timed(lambda: next(it))
+    n, rest_cpu, rest_wall = timed(lambda: sum(1 for _ in it))  # steady state: the rest of pass 2
     digest = hashlib.sha256(b1["image"].numpy().tobytes() + b2["image"].numpy().tobytes()
                             + b1["label"].numpy().tobytes()).hexdigest()[:16]
     return {"build_cpu": build_cpu, "build_wall": build_wall, "ops": ops, "p1_cpu": p1_cpu,
-            "p1_wall": p1_wall, "p2_cpu": p2_cpu, "p2_wall": p2_wall, "digest": digest}
+            "p1_wall": p1_wall, "p2_cpu": p2_cpu, "p2_wall": p2_wall,
+            "ms_per_batch_cpu": 1e3 * rest_cpu / max(n, 1), "ms_per_batch_wall": 1e3 * rest_wall / max(n, 1),
+            "digest": digest}
+
+
+def draw_rate(variant: str, batch: int = 64, seconds: float = 1.5) -> float:
+    """Samples/s of the pipeline's per-batch seed draws alone (fold + split(4) + 4 x
+    uniform([10]) on [batch, 2] rows, one map per batch: benchmarks/rng_bench.py's
+    "batched x4"), so a per-call overhead of the shared function would show."""
+    import tensorflow as tf
+
+    from tfpipe import seeds
+
+    use(variant)
+    parent = tf.constant([5, -9], tf.int64)
+
+    def draw(i):
+        kids = seeds.split_rows(seeds.fold_rows(tf.broadcast_to(parent, [tf.shape(i)[0], 2]), i), 4)
+        return tf.stack([seeds.uniform_rows(kids[:, k], (10,), -0.4, 0.4) for k in range(4)], axis=1)
+
+    ds = tf.data.Dataset.range(1 << 40).batch(batch).map(draw).prefetch(2)
+    it = iter(ds)
+    for _ in range(20):  # warm-up
+        next(it)
+    n, t0 = 0, time.perf_counter()
+    while time.perf_counter() - t0 < seconds:
+        next(it)
+        n += 1
+    return n * batch / (time.perf_counter() - t0)
 
 
 def config(data: Path, batch: int):
@@ -114,7 +147,8 @@ def config(data: Path, batch: int):
 
 
 def report(title: str, rows: dict[str, list[dict]]) -> None:
-    keys = ("build_cpu", "build_wall", "ops", "p1_cpu", "p1_wall", "p2_cpu", "p2_wall")
+    keys = ("build_cpu", "build_wall", "ops", "p1_cpu", "p1_wall", "p2_cpu", "p2_wall",
+            "ms_per_batch_cpu", "ms_per_batch_wall")
     print(f"\n{title} (median of {len(next(iter(rows.values())))})")
     print(f"| variant | {' | '.join(keys)} |")
     print("|---|" + "---|" * len(keys))
@@ -130,7 +164,8 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=3, help="warm rounds per variant, alternating")
     ap.add_argument("--cold", type=int, default=2, help="fresh-process builds per variant")
     ap.add_argument("--batch", type=int, default=8)
-    ap.add_argument("--images", type=int, default=32)
+    ap.add_argument("--images", type=int, default=96)
+    ap.add_argument("--draw-rounds", type=int, default=3, help="rounds of the seed-draws-only rate")
     ap.add_argument("--data", type=Path, help=argparse.SUPPRESS)
     ap.add_argument("--child", help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -153,12 +188,23 @@ def main() -> None:
         for _ in range(args.rounds):
             for v in VARIANTS:
                 warm[v].append(one(cfg, v))
+        rates: dict[str, list[float]] = {v: [] for v in VARIANTS}
+        for _ in range(args.draw_rounds):
+            for v in VARIANTS:
+                rates[v].append(draw_rate(v))
     digests = {r["digest"] for rs in (*cold.values(), *warm.values()) for r in rs}
     print(f"imagenet preset, train split, batch {args.batch}; CPU s = time.process_time; "
           f"first batches identical across variants: {len(digests) == 1} ({sorted(digests)})")
     if args.cold:
         report("cold: one build in a fresh process", cold)
     report("warm: alternating builds in one process", warm)
+    if args.draw_rounds:
+        med = {v: statistics.median(r) for v, r in rates.items()}
+        print(f"\nseed draws only (fold + split(4) + 4 x uniform([10]) per batch of 64), samples/s, "
+              f"median of {args.draw_rounds}:")
+        for v in VARIANTS:
+            print(f"| {v} | {med[v]:,.0f} ({min(rates[v]):,.0f}-{max(rates[v]):,.0f}) |")
+        print(f"| now / before | {med[VARIANTS[1]] / med[VARIANTS[0]]:.2f}x |")
     if len(digests) != 1:
         sys.exit("variants gave different batches")
 
