@@ -161,7 +161,7 @@ _BODIES = {"int64": _int64_body, "uniform01": _uniform01_body}
 def _shared(kind: str, calls: int) -> Callable[[tf.Tensor], tf.Tensor]:
     """One traced `tf.function` per (output kind, generator calls), shared by every site.
 
-    WHY: the Philox body is ~250 elementwise ops; built inline, each draw site of a
+    WHY: the Philox body is ~300 integer ops; built inline, each draw site of a
     pipeline re-creates them in Python (most of `build_pipeline`'s time, and a
     bigger graph for tf.data to optimize on every new iterator). Traced once per
     process with a fixed signature, each site becomes one PartitionedCall node and
