@@ -1,3 +1,5 @@
+# Frozen copy of src/tfpipe/seeds/_rows.py before the shared Philox function (main babeb45):
+# the "inline (before)" variant of benchmarks/pipeline_build_bench.py. Not imported by tfpipe.
 """Batched stateless draws, bit-identical to TF's per-seed Philox ops.
 
 `tf.random.stateless_*` take ONE seed, so a pipeline that draws per-sample
