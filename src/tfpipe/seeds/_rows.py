@@ -5,6 +5,10 @@ parameters runs several small kernels per sample, and `tf.vectorized_map` cannot
 batch them ("No pfor vectorization defined for StatelessRandomUniformFullIntV2").
 This module recomputes the same numbers for a whole batch of seeds with ordinary
 elementwise TF ops on uint64 lanes: no loops, map_fn, py_function or custom op.
+The Philox body is traced once per process per (output kind, generator calls)
+into a shared `tf.function` (`_shared`), so each draw site adds one
+PartitionedCall node to its graph rather than ~300 ops (build time: see
+docs/performance.md, "Pipeline build time").
 
 What is reproduced (TF 2.21, `alg="philox"`; tests/seeds/test_rows.py compares
 every function bit for bit with TF's own op on each row):
@@ -32,8 +36,9 @@ draws four [10] vectors per row in one go.
 
 from __future__ import annotations
 
+import functools
 import math
-from typing import Sequence, Union
+from typing import Callable, Sequence, Union
 
 import numpy as np
 import tensorflow as tf
@@ -114,7 +119,7 @@ def _round_keys(key: tf.Tensor, weyl: np.uint64, full_shape: tf.Tensor) -> list:
 
 
 def _raw_words(seeds: tf.Tensor, calls: int) -> list:
-    """Philox outputs w0..w3 (uint64 [..., calls]) of generator calls 0..calls-1 per seed."""
+    """Philox outputs w0..w3 (uint64 [N, calls]) of generator calls 0..calls-1 per seed [N, 2]."""
     s0, s1 = tf.unstack(tf.bitcast(seeds, tf.uint64), axis=-1)
     shift = tf.constant(np.uint64(32))
     # Scramble: counter (lo s0, hi s0, lo s1, hi s1) on the fixed key.
@@ -132,10 +137,60 @@ def _raw_words(seeds: tf.Tensor, calls: int) -> list:
     return _philox(counter, list(zip(k0s, k1s)))
 
 
+def _int64_body(seeds: tf.Tensor, calls: int) -> tf.Tensor:
+    """int64 [N, 2 * calls]: element 2k + i of a row = w[2i] | w[2i+1] << 32 of call k."""
+    w = _raw_words(seeds, calls)
+    pairs = tf.bitwise.bitwise_or(tf.stack([w[0], w[2]], axis=-1),
+                                  tf.bitwise.left_shift(tf.stack([w[1], w[3]], axis=-1), np.uint64(32)))
+    return tf.reshape(tf.bitcast(pairs, tf.int64), [-1, 2 * calls])
+
+
+def _uniform01_body(seeds: tf.Tensor, calls: int) -> tf.Tensor:
+    """float32 [N, 4 * calls] in [0, 1): element 4k + j = Uint32ToFloat(w[j]) of call k."""
+    words = tf.stack(_raw_words(seeds, calls), axis=-1)  # [N, calls, 4]
+    # 1.mantissa in [1, 2), minus 1: exact (Sterbenz), the same on every host.
+    bits = tf.bitwise.bitwise_or(tf.bitwise.bitwise_and(words, np.uint64(0x7FFFFF)), np.uint64(0x3F800000))
+    floats = tf.bitcast(tf.cast(bits, tf.uint32), tf.float32) - tf.constant(1.0, tf.float32)
+    return tf.reshape(floats, [-1, 4 * calls])
+
+
+_BODIES = {"int64": _int64_body, "uniform01": _uniform01_body}
+
+
+@functools.lru_cache(maxsize=None)
+def _shared(kind: str, calls: int) -> Callable[[tf.Tensor], tf.Tensor]:
+    """One traced `tf.function` per (output kind, generator calls), shared by every site.
+
+    WHY: the Philox body is ~300 integer ops; built inline, each draw site of a
+    pipeline re-creates them in Python (most of `build_pipeline`'s time, and a
+    bigger graph for tf.data to optimize on every new iterator). Traced once per
+    process with a fixed signature, each site becomes one PartitionedCall node and
+    the body sits once in the function library. The ops are the same integer math
+    as the inline version, so the bits are too (tests/seeds/test_rows.py).
+    """
+    body = _BODIES[kind]
+
+    def philox_rows(seeds: tf.Tensor) -> tf.Tensor:
+        return body(seeds, calls)
+
+    philox_rows.__name__ = f"tfpipe_philox_{kind}_{calls}"  # the library function's name
+    # _noinline: inlined, Grappler would paste the body back into every call site
+    # and optimize each copy on every new iterator (every epoch); as a call it is
+    # instantiated once per iterator. Measured: benchmarks/pipeline_build_bench.py.
+    return tf.function(philox_rows, autograph=False,
+                       input_signature=[tf.TensorSpec([None, 2], tf.int64)],
+                       experimental_attributes={"_noinline": True})
+
+
+def _draw(kind: str, seeds: tf.Tensor, calls: int) -> tf.Tensor:
+    """Seeds [..., 2] -> the shared function's output on their rows flattened: [N, m]."""
+    return _shared(kind, calls)(tf.reshape(seeds, [-1, 2]))
+
+
 def _finish(flat: tf.Tensor, seeds: tf.Tensor, n: int, shape: tuple[int, ...]) -> tf.Tensor:
-    """[..., m >= n] -> [..., *shape]: keep the first n elements of each row."""
+    """[N, m >= n] -> [..., *shape]: the first n elements of each row, in the seeds' lead shape."""
     lead = tf.shape(seeds)[:-1]
-    out = tf.reshape(flat[..., :n], tf.concat([lead, tf.constant(shape, tf.int32)], axis=0))
+    out = tf.reshape(flat[:, :n], tf.concat([lead, tf.constant(shape, tf.int32)], axis=0))
     out.set_shape(seeds.shape[:-1].concatenate(shape))
     return out
 
@@ -144,20 +199,11 @@ def full_int_rows(seeds: tf.Tensor, shape: Sequence[int]) -> tf.Tensor:
     """int64 [..., *shape]: row i == `stateless_random_uniform_full_int(shape, seeds[i], int64, "philox")`."""
     seeds, shape = _as_seeds(seeds), _static_shape(shape)
     n = math.prod(shape)
-    w = _raw_words(seeds, max(1, -(-n // 2)))
-    # Element 2k + i of a row = w[2i] | w[2i+1] << 32 of call k.
-    pairs = tf.bitwise.bitwise_or(tf.stack([w[0], w[2]], axis=-1),
-                                  tf.bitwise.left_shift(tf.stack([w[1], w[3]], axis=-1), np.uint64(32)))
-    flat = tf.reshape(tf.bitcast(pairs, tf.int64), tf.concat([tf.shape(pairs)[:-2], [-1]], axis=0))
-    return _finish(flat, seeds, n, shape)
+    return _finish(_draw("int64", seeds, max(1, -(-n // 2))), seeds, n, shape)
 
 
 def _uniform01(seeds: tf.Tensor, n: int) -> tf.Tensor:
-    words = tf.stack(_raw_words(seeds, max(1, -(-n // 4))), axis=-1)  # [..., calls, 4]
-    # Element 4k + j = Uint32ToFloat(w[j]) of call k: 1.mantissa in [1, 2), minus 1.
-    bits = tf.bitwise.bitwise_or(tf.bitwise.bitwise_and(words, np.uint64(0x7FFFFF)), np.uint64(0x3F800000))
-    floats = tf.bitcast(tf.cast(bits, tf.uint32), tf.float32) - tf.constant(1.0, tf.float32)
-    return tf.reshape(floats, tf.concat([tf.shape(floats)[:-2], [-1]], axis=0))
+    return _draw("uniform01", seeds, max(1, -(-n // 4)))
 
 
 def uniform_rows(seeds: tf.Tensor, shape: Sequence[int], minval: Number = 0.0, maxval: Number = 1.0) -> tf.Tensor:
