@@ -9,8 +9,12 @@ from __future__ import annotations
 import subprocess
 import sys
 import textwrap
+import warnings
 
-import keras
+# Keras' data adapter warns on every tf.data input ("shuffle=True ... ignored"):
+# tfpipe shuffles per epoch itself (the same filter as scripts/demo_train.py).
+warnings.filterwarnings("ignore", message=r".*shuffle=True.*")
+import keras  # noqa: E402
 
 from tfpipe.config import load_config
 from tfpipe.export import export_serving
