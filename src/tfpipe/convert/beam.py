@@ -41,7 +41,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from tfpipe.convert._image import IMAGE_SUFFIXES, BadImage, probe
+from tfpipe.convert._image import BadImage, probe
 from tfpipe.convert._plan import Item, Plan, ShardPlan, canonical_json
 from tfpipe.convert._run import (_SHARD_RE, _TEMP_RE, PLAN_FILE, STATE_DIR, Prepared,
                                  ShardResult, _sha256_file, _write_json, bad_inputs_error,
@@ -173,9 +173,8 @@ class UrlFolderSource(FolderSource):
             raise InputError(f"{root}: no class folders found; the folder format expects "
                              "root/<class>/<image>")
 
-    def enumerate(self) -> Enumeration:
+    def _paths(self) -> list[str]:
         gfile = _gfile()
-        out = Enumeration()
         found = []
         for dirpath, dirnames, filenames in gfile.walk(self.root):
             rel = dirpath.rstrip("/")[len(self.root):].strip("/")
@@ -183,26 +182,13 @@ class UrlFolderSource(FolderSource):
                 continue  # os.walk's pruning of hidden folders
             found += [posixpath.join(rel, n.rstrip("/")) if rel else n.rstrip("/")
                       for n in filenames if not n.startswith(".")]
-        for path in sorted(found):
-            parts = path.split("/")
-            if len(parts) < 2:
-                out.ignored.append((path, "not inside a class folder"))
-                continue
-            if not path.lower().endswith(IMAGE_SUFFIXES):
-                out.ignored.append((path, "not an image file extension "
-                                          f"({', '.join(IMAGE_SUFFIXES)})"))
-                continue
-            label = self.class_names.index(parts[0])
-            try:
-                size = gfile.stat(posixpath.join(self.root, path)).length
-            except Exception as exc:  # noqa: BLE001 - tf.errors.* of the filesystem
-                out.bad.append((Item(path, 0, None), f"cannot read file: {_tf_reason(exc)}"))
-                continue
-            out.items.append(Item(key=path, size=size, payload=[path, label]))
-        if not out.items and not out.bad:
-            raise InputError(f"{self.root}: no images ({', '.join(IMAGE_SUFFIXES)}) "
-                             "in any class folder")
-        return out
+        return sorted(found)
+
+    def _stat(self, path: str) -> tuple[int, str | None]:
+        try:
+            return _gfile().stat(posixpath.join(self.root, path)).length, None
+        except Exception as exc:  # noqa: BLE001 - tf.errors.* of the filesystem
+            return 0, _tf_reason(exc)
 
     def encode_values(self, item: Item) -> tuple[dict[str, Any], dict[str, int]]:
         import tensorflow as tf

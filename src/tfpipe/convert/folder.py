@@ -41,10 +41,20 @@ class FolderSource(Source):
             raise InputError(
                 f"{root}: no class folders found; the folder format expects root/<class>/<image>")
 
+    def _paths(self) -> list[str]:
+        """Relative paths under the root, hidden folders and files skipped, in order."""
+        return list(_walk(Path(self.root)))
+
+    def _stat(self, path: str) -> tuple[int, str | None]:
+        """(size in bytes, None), or (0, why it cannot be read)."""
+        try:
+            return (Path(self.root) / path).stat().st_size, None
+        except OSError as exc:
+            return 0, str(exc.strerror or exc)
+
     def enumerate(self) -> Enumeration:
-        root = Path(self.root)
         out = Enumeration()
-        for path in _walk(root):
+        for path in self._paths():
             parts = path.split("/")
             if len(parts) < 2:
                 out.ignored.append((path, "not inside a class folder"))
@@ -54,10 +64,9 @@ class FolderSource(Source):
                                           f"({', '.join(IMAGE_SUFFIXES)})"))
                 continue
             label = self.class_names.index(parts[0])
-            try:
-                size = (root / path).stat().st_size
-            except OSError as exc:
-                out.bad.append((Item(path, 0, None), f"cannot read file: {exc.strerror or exc}"))
+            size, unreadable = self._stat(path)
+            if unreadable is not None:
+                out.bad.append((Item(path, 0, None), f"cannot read file: {unreadable}"))
                 continue
             out.items.append(Item(key=path, size=size, payload=[path, label]))
         if not out.items and not out.bad:

@@ -23,7 +23,8 @@ import shutil
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from contextlib import contextmanager
+from typing import Any, Iterator, Sequence
 
 import tensorflow as tf
 
@@ -171,9 +172,12 @@ def signature_table(concrete: dict[str, Any]) -> dict[str, dict[str, Any]]:
     """name -> {"inputs": {name: spec}, "outputs": {name: spec}} of concrete functions."""
     out = {}
     for name, fn in concrete.items():
+        positional = fn.structured_input_signature[0]
         args = fn.structured_input_signature[1] or {}
-        if not args:
-            args = {s.name: s for s in fn.structured_input_signature[0]}
+        if not args and len(positional) == 1 and isinstance(positional[0], dict):
+            args = positional[0]  # one dict of named columns (tabular signatures)
+        elif not args:
+            args = {s.name: s for s in positional}
         out[name] = {"inputs": {k: _spec(v) for k, v in args.items()},
                      "outputs": {k: _spec(v) for k, v in fn.structured_outputs.items()}}
     return out
@@ -209,6 +213,48 @@ def sample_images(image_size: tuple[int, int], n: int = 4) -> list[bytes]:
                         ((xx + yy) * 128 // (h + w) + 64 * i) % 256], -1).astype(np.uint8)
         out.append(tf.io.encode_jpeg(img, quality=90).numpy())
     return out
+
+
+
+@contextmanager
+def staged_version(model_dir: Path, version: int, overwrite: bool) -> Iterator[Path]:
+    """A temporary directory beside `model_dir/version`, renamed to it when the block
+    succeeds and removed when it fails, so a half export never has a version's name."""
+    final = model_dir / str(version)
+    if final.exists():
+        if not overwrite:
+            raise ExportError(f"{final} exists; pick another --version or pass overwrite")
+        shutil.rmtree(final)
+    model_dir.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".tmp-{version}-", dir=model_dir))
+    try:
+        yield tmp
+        os.replace(tmp, final)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+
+
+def save_for_serving(module: tf.Module, concrete: dict[str, Any], tmp: Path) -> None:
+    """`tf.saved_model.save`, then refuse ops stock TensorFlow (TF Serving) lacks."""
+    tf.saved_model.save(module, str(tmp), signatures=concrete)
+    bad = _custom_ops(tmp / "saved_model.pb")
+    if bad:
+        raise ExportError(f"the serving graph uses ops stock TensorFlow does not have: "
+                          f"{bad}; TF Serving could not load it")
+
+
+def write_serving_files(out: Path, model_name: str, model_dir: Path, base_path: str | None,
+                        batching: Any) -> dict[str, str]:
+    """models.config + batching_parameters.txt (+ their manifest) in `out`."""
+    mc = out / sf.MODELS_CONFIG
+    mc.write_text(sf.models_config_text(model_name, base_path or str(model_dir.resolve())))
+    bp = out / sf.BATCHING_FILE
+    bp.write_text(batching.to_text())
+    _manifest.write_manifest(out, {"tool": "tfpipe", "tool_version": __version__,
+                                   "contents": "TF Serving files"},
+                             files=[sf.MODELS_CONFIG, sf.BATCHING_FILE])
+    return {"models_config": str(mc), "batching_parameters": str(bp)}
 
 
 def export_serving(config: Any, model: Any, out_dir: str | os.PathLike[str], version: int = 1,
@@ -256,20 +302,10 @@ def export_serving(config: Any, model: Any, out_dir: str | os.PathLike[str], ver
     out = Path(out_dir)
     model_dir = out / model_name
     final = model_dir / str(version)
-    if final.exists():
-        if not overwrite:
-            raise ExportError(f"{final} exists; pick another --version or pass overwrite")
-        shutil.rmtree(final)
-    model_dir.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".tmp-{version}-", dir=model_dir))
-    try:
+    with staged_version(model_dir, version, overwrite) as tmp:
         module = ServingModule(keras_model, pre, names, top_k, outputs_are)
         concrete = module.signatures()
-        tf.saved_model.save(module, str(tmp), signatures=concrete)
-        bad = _custom_ops(tmp / "saved_model.pb")
-        if bad:
-            raise ExportError(f"the serving graph uses ops stock TensorFlow does not have: "
-                              f"{bad}; TF Serving could not load it")
+        save_for_serving(module, concrete, tmp)
         table = signature_table(concrete)
         imgs = list(images) if images else sample_images(pre.image_size)
         n_warm = 0
@@ -294,22 +330,12 @@ def export_serving(config: Any, model: Any, out_dir: str | os.PathLike[str], ver
                               "the same window",
                     "resize": "bilinear, half-pixel centres, rounded + saturated to uint8"}}
         _manifest.write_manifest(tmp, meta)
-        os.replace(tmp, final)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
 
     result = ExportResult(str(out), model_name, version, str(final), table, names,
                           warmup_records=n_warm, batching=batching.to_fields())
     if serving_config:
-        mc = out / sf.MODELS_CONFIG
-        mc.write_text(sf.models_config_text(model_name, base_path or str(model_dir.resolve())))
-        bp = out / sf.BATCHING_FILE
-        bp.write_text(batching.to_text())
-        _manifest.write_manifest(out, {"tool": "tfpipe", "tool_version": __version__,
-                                       "contents": "TF Serving files"},
-                                 files=[sf.MODELS_CONFIG, sf.BATCHING_FILE])
-        result.serving_files = {"models_config": str(mc), "batching_parameters": str(bp)}
+        result.serving_files = write_serving_files(out, model_name, model_dir, base_path,
+                                                   batching)
     if tflite:
         from tfpipe.export._tflite import tflite_report
 

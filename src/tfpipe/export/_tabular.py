@@ -15,8 +15,6 @@ that serves is the graph that trained; the skew test compares them bit for bit.
 from __future__ import annotations
 
 import os
-import shutil
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -102,7 +100,8 @@ def export_tabular(config: Any, model: Any, out_dir: str | os.PathLike[str], ver
                    base_path: str | None, overwrite: bool, warmup: int = 10) -> Any:
     """The tabular branch of `export_serving` (same layout; warm-up requests made of
     the first train rows)."""
-    from tfpipe.export._saved import ExportError, ExportResult, _custom_ops, _load_model, _spec
+    from tfpipe.export._saved import (ExportResult, _load_model, save_for_serving,
+                                      signature_table, staged_version, write_serving_files)
 
     transforms = tabular_transforms(config)
     keras_model = _load_model(model)
@@ -110,29 +109,17 @@ def export_tabular(config: Any, model: Any, out_dir: str | os.PathLike[str], ver
     out = Path(out_dir)
     model_dir = out / model_name
     final = model_dir / str(version)
-    if final.exists():
-        if not overwrite:
-            raise ExportError(f"{final} exists; pick another --version or pass overwrite")
-        shutil.rmtree(final)
-    model_dir.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".tmp-{version}-", dir=model_dir))
-    try:
+    with staged_version(model_dir, version, overwrite) as tmp:
         module = TabularServingModule(keras_model, transforms)
         concrete = module.signatures()
-        tf.saved_model.save(module, str(tmp), signatures=concrete)
-        bad = _custom_ops(tmp / "saved_model.pb")
-        if bad:
-            raise ExportError(f"the serving graph uses ops stock TensorFlow does not have: {bad}")
+        save_for_serving(module, concrete, tmp)
         n_warm = 0
         if warmup:
             rows = raw_rows(config, max(batching.warmup_batch_sizes))
             recs = warmup_requests(model_name, rows, batching.warmup_batch_sizes, warmup)
             sf.write_warmup(tmp, recs)
             n_warm = len(recs)
-        table = {name: {"inputs": {k: _spec(v) for k, v in
-                                   fn.structured_input_signature[0][0].items()},
-                        "outputs": {k: _spec(v) for k, v in fn.structured_outputs.items()}}
-                 for name, fn in concrete.items()}
+        table = signature_table(concrete)
         s = settings(config)
         meta = {"tool": "tfpipe", "tool_version": __version__, "model_name": model_name,
                 "version": version, "signatures": table, "class_names": [],
@@ -141,21 +128,11 @@ def export_tabular(config: Any, model: Any, out_dir: str | os.PathLike[str], ver
                                   "statistics_sha256": transforms.stats_sha256,
                                   "nullable": list(transforms.nullable)}}
         _manifest.write_manifest(tmp, meta)
-        os.replace(tmp, final)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
     result = ExportResult(str(out), model_name, version, str(final), table, [],
                           warmup_records=n_warm, batching=batching.to_fields())
     if serving_config:
-        mc = out / sf.MODELS_CONFIG
-        mc.write_text(sf.models_config_text(model_name, base_path or str(model_dir.resolve())))
-        bp = out / sf.BATCHING_FILE
-        bp.write_text(batching.to_text())
-        _manifest.write_manifest(out, {"tool": "tfpipe", "tool_version": __version__,
-                                       "contents": "TF Serving files"},
-                                 files=[sf.MODELS_CONFIG, sf.BATCHING_FILE])
-        result.serving_files = {"models_config": str(mc), "batching_parameters": str(bp)}
+        result.serving_files = write_serving_files(out, model_name, model_dir, base_path,
+                                                   batching)
     return result
 
 
