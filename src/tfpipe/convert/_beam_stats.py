@@ -24,9 +24,9 @@ from typing import Any
 
 from tfpipe.convert._plan import Plan, canonical_json
 from tfpipe.convert._table_stats import STATS_SPLIT, stats_columns, train_rows
-from tfpipe.convert.beam import _bytes_hook, _import_beam, _pipeline_error
+from tfpipe.convert.beam import _bytes_hook, _import_beam, run_to_done
 from tfpipe.convert.table import TableSource
-from tfpipe.errors import InputError, TfpipeError
+from tfpipe.errors import InputError
 from tfpipe.features import Statistics, TableAccumulator, compute_statistics
 
 STATS_DIR = ".tfpipe-stats"  # under OUT while the statistics pipeline runs
@@ -126,15 +126,7 @@ def beam_statistics(source: TableSource, plan: Plan, out: str, *, runner: str,
          | "Accumulate" >> beam.Map(partial(_accumulate, job))
          | "Merge" >> beam.CombineGlobally(partial(_merge, template))
          | "WriteStats" >> beam.Map(partial(_write_result, job)))
-    try:
-        state = pipeline.run().wait_until_finish()
-    except TfpipeError:
-        raise
-    except Exception as exc:  # noqa: BLE001 - Beam wraps worker errors in its own types
-        raise _pipeline_error(runner, exc) from exc
-    if state is not None and str(state).rsplit(".", 1)[-1] != "DONE":
-        raise InputError(f"Beam runner {runner!r}: the statistics pipeline ended in state "
-                         f"{state}, not DONE")
+    run_to_done(pipeline, runner, "the statistics pipeline")
     try:
         stats = Statistics.from_json((work / RESULT_FILE).read_text())
     except OSError as exc:

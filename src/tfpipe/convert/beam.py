@@ -505,6 +505,20 @@ def _pipeline_error(runner: str, exc: BaseException) -> TfpipeError:
     return InputError(f"Beam runner {runner!r}: the pipeline failed: {first}")
 
 
+def run_to_done(pipeline: Any, runner: str, what: str, hint: str = "") -> None:
+    """Run a Beam pipeline and wait; a worker's error or an end state other than DONE
+    is one InputError naming the runner (`what` the pipeline, `hint` the advice)."""
+    try:
+        state = pipeline.run().wait_until_finish()
+    except TfpipeError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - Beam wraps worker errors in its own types
+        raise _pipeline_error(runner, exc) from exc
+    if state is not None and str(state).rsplit(".", 1)[-1] != "DONE":
+        raise InputError(f"Beam runner {runner!r}: {what} ended in state {state}, "
+                         f"not DONE{hint}")
+
+
 def run_beam(source: Source, enumeration: Enumeration, plan: Plan,
              out: str | os.PathLike[str], *, settings: dict[str, Any],
              compression: str | None, on_error: str, resume: bool,
@@ -557,15 +571,8 @@ def run_beam(source: Source, enumeration: Enumeration, plan: Plan,
          | "WriteShard" >> beam.Map(partial(_write_task, job))
          | "Gather" >> beam.combiners.ToList()
          | "Commit" >> beam.Map(partial(_commit, commit)))
-    try:
-        state = pipeline.run().wait_until_finish()
-    except TfpipeError:
-        raise
-    except Exception as exc:  # noqa: BLE001 - Beam wraps worker errors in its own types
-        raise _pipeline_error(runner, exc) from exc
-    if state is not None and str(state).rsplit(".", 1)[-1] != "DONE":
-        raise InputError(f"Beam runner {runner!r}: the pipeline ended in state {state}, "
-                         f"not DONE; nothing was committed to {out_path} (rerun with resume)")
+    run_to_done(pipeline, runner, "the pipeline",
+                f"; nothing was committed to {out_path} (rerun with resume)")
     if url:
         failed = _join(work, FAILURE_FILE)
         if _gfile().exists(failed):
