@@ -100,6 +100,21 @@ def _counted(path: str, size: int, mtime: int) -> int:
             tf.constant(0, tf.int64), lambda n, _: n + 1))
 
 
+def _reader_setup(files: list[str], compression: str | None, cycle: int, skip_framing: bool,
+                  expected: dict[str, int] | None) -> tuple[int, dict[str, int], str, bool]:
+    """(cycle, expected counts, framing policy, resync?) shared by the two readers."""
+    from tfpipe.native import tfrecord as native_tfrecord
+    from tfpipe.records import shard_record_counts
+
+    if cycle <= 0:
+        cycle = DEFAULT_CYCLE
+    cycle = max(1, min(cycle, len(files)))
+    if expected is None:
+        expected = shard_record_counts(files)
+    return (cycle, expected, "skip" if skip_framing else "raise",
+            not compression and native_tfrecord.available())
+
+
 def read_records(files: list[str], compression: str | None, cycle: int,
                  skip_framing: bool = True,
                  expected: dict[str, int] | None = None, parallel: int = 0) -> tf.data.Dataset:
@@ -122,17 +137,10 @@ def read_records(files: list[str], compression: str | None, cycle: int,
     manifest.json beside the shards, when there is one). `parallel`: parallel
     shard reads (0: one per open shard; -1: tf.data.AUTOTUNE); never the order.
     """
-    from tfpipe.native import tfrecord as native_tfrecord
     from tfpipe.pipeline._errors import report_framing
-    from tfpipe.records import shard_record_counts
 
-    if cycle <= 0:
-        cycle = DEFAULT_CYCLE
-    cycle = max(1, min(cycle, len(files)))
-    if expected is None:
-        expected = shard_record_counts(files)
-    policy = "skip" if skip_framing else "raise"
-    resync = not compression and native_tfrecord.available()
+    cycle, expected, policy, resync = _reader_setup(files, compression, cycle, skip_framing,
+                                                    expected)
     ids = tf.data.Dataset.from_tensor_slices(
         (tf.range(len(files), dtype=tf.int32), tf.constant(files),
          tf.constant([int(expected.get(f, -1)) for f in files], tf.int64)))
@@ -284,17 +292,10 @@ def read_serialized(files: list[str], compression: str | None, cycle: int,
     A shard damaged after the walk fails with TF's `DataLossError` (never
     silently short).
     """
-    from tfpipe.native import tfrecord as native_tfrecord
     from tfpipe.pipeline._errors import report_framing
-    from tfpipe.records import shard_record_counts
 
-    if cycle <= 0:
-        cycle = DEFAULT_CYCLE
-    cycle = max(1, min(cycle, len(files)))
-    if expected is None:
-        expected = shard_record_counts(files)
-    policy = "skip" if skip_framing else "raise"
-    resync = not compression and native_tfrecord.available()
+    cycle, expected, policy, resync = _reader_setup(files, compression, cycle, skip_framing,
+                                                    expected)
     wants = [int(expected.get(f, -1)) for f in files]
     intact = [resync and _intact(f, w, *_stamp(f)) for f, w in zip(files, wants)]
     if all(intact) and cycle == 1:  # one file after another: interleave(cycle 1)'s order
