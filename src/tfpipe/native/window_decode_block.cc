@@ -29,7 +29,7 @@
 #include "tensorflow/core/framework/op.h"
 #include "tensorflow/core/framework/op_kernel.h"
 #include "tensorflow/core/framework/shape_inference.h"
-#include "tensorflow/core/platform/threadpool.h"
+#include "tensorflow/core/util/work_sharder.h"
 
 using namespace tensorflow;  // NOLINT(build/namespaces)
 
@@ -192,9 +192,11 @@ class DecodeCropResizeBlockOp : public OpKernel {
       }
     };
     // A row is a JPEG decode + resize: ~10^6-10^7 cycles, far above the pool's
-    // per-task overhead, so ParallelFor splits the block into ~4 blocks per thread.
+    // per-task overhead. Shard (not ParallelFor) so a per-thread intra-op limit
+    // (tf.data's threading.max_intra_op_parallelism) is honoured.
     const int64_t cost = 1000 * (spec.out_h * spec.out_w + 1) + 1000000;
-    ctx->device()->tensorflow_cpu_worker_threads()->workers->ParallelFor(n, cost, run);
+    auto* workers = ctx->device()->tensorflow_cpu_worker_threads();
+    Shard(workers->num_threads, workers->workers, n, cost, run);
     OP_REQUIRES_OK(ctx, fatal);
   }
 
