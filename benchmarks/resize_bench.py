@@ -41,6 +41,7 @@ import tensorflow as tf  # noqa: E402
 
 SIZE = (224, 224)
 RATIO = (3 / 4, 4 / 3)
+CV2 = "cv2.resize INTER_LINEAR (crop view)"
 
 
 def make_crops(n: int, seed: int = 0) -> list[tuple[np.ndarray, tuple[int, int, int, int]]]:
@@ -145,7 +146,7 @@ def main() -> None:
         for im, (y, x, h, w) in crops:
             cv2.resize(im[y:y + h, x:x + w], SIZE[::-1], interpolation=cv2.INTER_LINEAR)
 
-    rows = {"cv2.resize INTER_LINEAR (crop view)": cv2_rows,
+    rows = {CV2: cv2_rows,
             "pure TF (resize + round + saturate)": graph(tf_resize)}
     if native.available():
         rows["tfpipe native TfpipeResizeBilinearU8"] = graph(
@@ -160,8 +161,9 @@ def main() -> None:
             this[name] = (time.perf_counter() - t0) / len(crops) * 1e3
             ms[name].append(this[name])
         for name in rows:
-            ratio[name].append(this[name] / this["cv2.resize INTER_LINEAR (crop view)"])
-    print("| row (single thread, 224x224x3 uint8) | ms/img: min (median) | x cv2 time: median (range) |")
+            ratio[name].append(this[name] / this[CV2])
+    print("| row (single thread, 224x224x3 uint8) | ms/img: min (median) | "
+          "x cv2 time: median (range) |")
     print("|---|---|---|")
     for name in rows:
         r = ratio[name]
