@@ -8,7 +8,9 @@
 // point approximation. Speed comes from doing it separably: the x indices and
 // weights are computed once per call, each needed source row is x-interpolated
 // once (and reused by neighbouring output rows when upscaling), and there is
-// no float intermediate image or separate round/cast pass.
+// no float intermediate image or separate round/cast pass; on x86-64 a
+// pixel's channels are one 4-lane op along x and the y lerp + round + saturate
+// run 8 (AVX2) or 4 (SSE2) lanes wide (see "Hot loops" below).
 // Optional `flip` (scalar bool): mirror the output horizontally, the same as
 // tf.reverse(resized, [1]) -- fused only because the pipeline flips AFTER the
 // resize; it only changes where each output column is written.
@@ -22,6 +24,10 @@
 #include <string>
 #include <cstdint>
 #include <vector>
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>  // SSE2 everywhere; the AVX2 ones only in target("avx2") functions
+#endif
 
 #include "tensorflow/core/framework/op.h"
 #include "tensorflow/core/framework/op_kernel.h"
@@ -71,37 +77,59 @@ void Weights(int64_t out_size, int64_t in_size, std::vector<Interp>* w) {
   }
 }
 
-// x taps as flat arrays (byte offsets of the left/right source pixel, weight).
+// The x taps of one call: element offsets of each output column's left/right
+// source pixel in a row, its weight `t`, and for the 4-lane loops `t4`: the
+// weight repeated four times per column (one load per pixel), 0 where TF's
+// right tap is clamped onto the left one (see ResizeBilinearU8Into).
 struct XTaps {
-  std::vector<int64_t> l, r;
-  std::vector<float> t;
+  const int64_t* l;
+  const int64_t* r;
+  const float* t;
+  const float* t4;
+  int64_t out_w;
+  int64_t row_in;  // in_w * channels
+  int64_t channels;
 };
 
-// Hot loops are compiled twice (AVX2 and baseline x86-64) and picked once per
-// process (UseAvx2), so the .so runs on any CPU the TF wheel runs on. No FMA
-// either way (-ffp-contract=off and no "fma" target) and only elementwise float
-// ops, so both versions give the same bits (the float rounding stays TF's).
-// TFPIPE_NATIVE_ISA=baseline forces the baseline version: what a pre-AVX2 host
-// runs (tests/pipeline/test_host_independence.py).
-#if defined(__x86_64__) && defined(__GNUC__)
+// Floats of slack after the widened source row and after each x-interpolated
+// row: the 3-channel SIMD loops read and write one lane past a pixel (the next
+// pixel's first channel, or the slack), which the next pixel then overwrites.
+constexpr int64_t kPad = 4;
+
+// Hot loops exist as an AVX2 and a baseline x86-64 (SSE2) version, picked
+// once per process (UseAvx2), so the .so runs on any CPU the TF wheel runs
+// on; other CPUs get the portable scalar loops. Every version performs the
+// same IEEE single operations in the same order -- per element
+// l + (r - l) * t along x, then top + (bot - top) * t along y, no FMA
+// (-ffp-contract=off, no "fma" target), lanes never combined -- so they give
+// the same bits (the float rounding stays TF's); SIMD only changes how many
+// elements one instruction handles. The one operand that differs is exact:
+// at a clamped x tap the 4-lane loops compute l + (r' - l) * 0 (= l) where TF
+// computes l + (l - l) * t (= l). TFPIPE_NATIVE_ISA=baseline forces the
+// baseline version: what a pre-AVX2 host runs
+// (tests/pipeline/test_host_independence.py, tests/native/test_resize_simd.py).
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(TFPIPE_NATIVE_PORTABLE)
 #define TFPIPE_DISPATCH 1
 #define TFPIPE_AVX2 __attribute__((target("avx2")))
 #endif
 #define TFPIPE_BODY inline __attribute__((always_inline))
 
-// One source row interpolated along x: dst[x*C + k] (float), TF's `top`/`bottom`.
+// Widen one source row to float (the compiler vectorizes it): cheaper than
+// converting both taps of every output value.
+TFPIPE_BODY void Widen(const uint8_t* __restrict src, int64_t n, float* __restrict tmp) {
+  for (int64_t i = 0; i < n; ++i) tmp[i] = static_cast<float>(src[i]);
+}
+
+// One widened source row interpolated along x: dst[x*C + k], TF's `top`/`bottom`.
 template <int C>
-TFPIPE_BODY void RowXBody(const uint8_t* __restrict src, const XTaps& xs, int64_t out_w,
-                          int64_t channels, int64_t row_in, float* __restrict tmp,
-                          float* __restrict dst) {
-  const int64_t ch = C > 0 ? C : channels;
-  // Widen the source row once (vectorized), then gather floats: cheaper than
-  // converting both taps of every output value.
-  for (int64_t i = 0; i < row_in; ++i) tmp[i] = static_cast<float>(src[i]);
-  const int64_t* __restrict lo = xs.l.data();
-  const int64_t* __restrict hi = xs.r.data();
-  const float* __restrict tw = xs.t.data();
-  for (int64_t x = 0; x < out_w; ++x) {
+TFPIPE_BODY void LerpXScalar(const float* __restrict tmp, const XTaps& xs,
+                             float* __restrict dst) {
+  const int64_t ch = C > 0 ? C : xs.channels;
+  const int64_t* __restrict lo = xs.l;
+  const int64_t* __restrict hi = xs.r;
+  const float* __restrict tw = xs.t;
+  const int64_t n = xs.out_w;
+  for (int64_t x = 0; x < n; ++x) {
     const float* l = tmp + lo[x];
     const float* r = tmp + hi[x];
     const float t = tw[x];
@@ -113,35 +141,103 @@ TFPIPE_BODY void RowXBody(const uint8_t* __restrict src, const XTaps& xs, int64_
 inline uint8_t RoundSaturate(float v) {
   // Round to nearest, ties to even (= tf.round) without a libm call: adding and
   // subtracting 1.5 * 2^23 leaves the integer part rounded by the FPU's default
-  // mode, exact for |v| < 2^22 (our values are in [0, 255]). Kept by the
-  // compiler because we build without -ffast-math.
+  // mode, exact for |v| < 2^22 (our values are in [0, 255]: a lerp of two
+  // values in [0, 255] with t in [0, 1) stays between them). Kept by the
+  // compiler because we build without -ffast-math. The SIMD loops'
+  // cvtps2dq + saturating packs give the same bytes on that range.
   const float r = (v + 12582912.0f) - 12582912.0f;
   return static_cast<uint8_t>(static_cast<int>(r < 0.f ? 0.f : (r > 255.f ? 255.f : r)));
 }
 
 // Lerp along y and round/saturate: TF's `top + (bottom - top) * y_lerp`.
-TFPIPE_BODY void RowYBody(const float* __restrict top, const float* __restrict bot, float t,
-                          int64_t n, uint8_t* __restrict out) {
-  for (int64_t i = 0; i < n; ++i) out[i] = RoundSaturate(top[i] + (bot[i] - top[i]) * t);
+TFPIPE_BODY void LerpYScalar(const float* __restrict top, const float* __restrict bot, float t,
+                             int64_t begin, int64_t n, uint8_t* __restrict out) {
+  for (int64_t i = begin; i < n; ++i) out[i] = RoundSaturate(top[i] + (bot[i] - top[i]) * t);
 }
 
 #ifdef TFPIPE_DISPATCH
+// 3 or 4 channels, one pixel per 4-lane op: lanes = the pixel's channels (and
+// for C = 3 one lane of the next pixel, stored and then overwritten).
 template <int C>
-TFPIPE_AVX2 void RowXAvx2(const uint8_t* src, const XTaps& xs, int64_t out_w, int64_t channels,
-                          int64_t row_in, float* tmp, float* dst) {
-  RowXBody<C>(src, xs, out_w, channels, row_in, tmp, dst);
+TFPIPE_BODY void LerpX4(const float* __restrict tmp, const XTaps& xs, int64_t x,
+                        float* __restrict dst) {
+  // locals: dst must not make the compiler reload the taps every pixel
+  const int64_t* __restrict lo = xs.l;
+  const float* __restrict t4 = xs.t4;
+  const int64_t n = xs.out_w;
+#pragma GCC unroll 4
+  for (; x < n; ++x) {
+    const float* p = tmp + lo[x];
+    const __m128 l = _mm_loadu_ps(p);
+    const __m128 r = _mm_loadu_ps(p + C);
+    const __m128 t = _mm_loadu_ps(t4 + 4 * x);
+    _mm_storeu_ps(dst + x * C, _mm_add_ps(l, _mm_mul_ps(_mm_sub_ps(r, l), t)));
+  }
 }
-TFPIPE_AVX2 void RowYAvx2(const float* top, const float* bot, float t, int64_t n, uint8_t* out) {
-  RowYBody(top, bot, t, n, out);
-}
+
 template <int C>
-void RowXBase(const uint8_t* src, const XTaps& xs, int64_t out_w, int64_t channels,
-              int64_t row_in, float* tmp, float* dst) {
-  RowXBody<C>(src, xs, out_w, channels, row_in, tmp, dst);
+void RowXBase(const uint8_t* src, const XTaps& xs, float* tmp, float* dst) {
+  Widen(src, xs.row_in, tmp);
+  if constexpr (C == 3 || C == 4) {
+    LerpX4<C>(tmp, xs, 0, dst);
+  } else {
+    LerpXScalar<C>(tmp, xs, dst);
+  }
 }
+
+template <int C>
+TFPIPE_AVX2 void RowXAvx2(const uint8_t* src, const XTaps& xs, float* tmp, float* dst) {
+  Widen(src, xs.row_in, tmp);
+  if constexpr (C == 3 || C == 4) {
+    LerpX4<C>(tmp, xs, 0, dst);
+  } else {
+    LerpXScalar<C>(tmp, xs, dst);
+  }
+}
+
+// Four lanes of the y lerp, rounded half to even (cvtps2dq in the default
+// rounding mode) to int32.
+TFPIPE_BODY __m128i LerpY4(const float* top, const float* bot, __m128 t, int64_t i) {
+  const __m128 a = _mm_loadu_ps(top + i), b = _mm_loadu_ps(bot + i);
+  return _mm_cvtps_epi32(_mm_add_ps(a, _mm_mul_ps(_mm_sub_ps(b, a), t)));
+}
+
 void RowYBase(const float* top, const float* bot, float t, int64_t n, uint8_t* out) {
-  RowYBody(top, bot, t, n, out);
+  const __m128 tv = _mm_set1_ps(t);
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {  // saturating packs: int32 -> int16 -> uint8
+    const __m128i lo = _mm_packs_epi32(LerpY4(top, bot, tv, i), LerpY4(top, bot, tv, i + 4));
+    const __m128i hi = _mm_packs_epi32(LerpY4(top, bot, tv, i + 8), LerpY4(top, bot, tv, i + 12));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(out + i), _mm_packus_epi16(lo, hi));
+  }
+  LerpYScalar(top, bot, t, i, n, out);
 }
+
+TFPIPE_AVX2 void RowYAvx2(const float* top, const float* bot, float t, int64_t n, uint8_t* out) {
+  const __m256 tv = _mm256_set1_ps(t);
+  auto lerp8 = [&](int64_t i) TFPIPE_AVX2 {
+    const __m256 a = _mm256_loadu_ps(top + i), b = _mm256_loadu_ps(bot + i);
+    return _mm256_cvtps_epi32(_mm256_add_ps(a, _mm256_mul_ps(_mm256_sub_ps(b, a), tv)));
+  };
+  int64_t i = 0;
+  for (; i + 32 <= n; i += 32) {
+    // packs work within 128-bit lanes: dwords come out as a0-3 b0-3 c0-3 d0-3 |
+    // a4-7 b4-7 c4-7 d4-7; the permute puts them back in order.
+    const __m256i ab = _mm256_packs_epi32(lerp8(i), lerp8(i + 8));
+    const __m256i cd = _mm256_packs_epi32(lerp8(i + 16), lerp8(i + 24));
+    const __m256i v = _mm256_permutevar8x32_epi32(_mm256_packus_epi16(ab, cd),
+                                                  _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + i), v);
+  }
+  const __m128 t4 = _mm_set1_ps(t);
+  for (; i + 16 <= n; i += 16) {
+    const __m128i lo = _mm_packs_epi32(LerpY4(top, bot, t4, i), LerpY4(top, bot, t4, i + 4));
+    const __m128i hi = _mm_packs_epi32(LerpY4(top, bot, t4, i + 8), LerpY4(top, bot, t4, i + 12));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(out + i), _mm_packus_epi16(lo, hi));
+  }
+  LerpYScalar(top, bot, t, i, n, out);
+}
+
 bool UseAvx2() {
   static const bool use = [] {
     const char* isa = std::getenv("TFPIPE_NATIVE_ISA");
@@ -151,26 +247,96 @@ bool UseAvx2() {
   }();
   return use;
 }
+#else
+template <int C>
+void RowXPortable(const uint8_t* src, const XTaps& xs, float* tmp, float* dst) {
+  Widen(src, xs.row_in, tmp);
+  LerpXScalar<C>(tmp, xs, dst);
+}
+void RowYPortable(const float* top, const float* bot, float t, int64_t n, uint8_t* out) {
+  LerpYScalar(top, bot, t, 0, n, out);
+}
 #endif
 
+using RowXFn = void (*)(const uint8_t*, const XTaps&, float*, float*);
+using RowYFn = void (*)(const float*, const float*, float, int64_t, uint8_t*);
+
 template <int C>
-void RowX(const uint8_t* src, const XTaps& xs, int64_t out_w, int64_t channels, int64_t row_in,
-          float* tmp, float* dst) {
+RowXFn PickRowX() {
 #ifdef TFPIPE_DISPATCH
-  if (UseAvx2()) return RowXAvx2<C>(src, xs, out_w, channels, row_in, tmp, dst);
-  return RowXBase<C>(src, xs, out_w, channels, row_in, tmp, dst);
+  return UseAvx2() ? &RowXAvx2<C> : &RowXBase<C>;
 #else
-  RowXBody<C>(src, xs, out_w, channels, row_in, tmp, dst);
+  return &RowXPortable<C>;
 #endif
 }
 
-void RowY(const float* top, const float* bot, float t, int64_t n, uint8_t* out) {
+// uint8 [in_h, in_w, channels] -> uint8 [out_h, out_w, channels] (dst), the
+// TfpipeResizeBilinearU8 definition (header comment); flip mirrors the output
+// columns. Also window_decode.cc's resize (one translation unit, see build.py).
+void ResizeBilinearU8Into(const uint8_t* src, int64_t in_h, int64_t in_w, int64_t channels,
+                          int64_t out_h, int64_t out_w, bool flip, uint8_t* dst) {
+  std::vector<Interp> xw, ys;
+  Weights(out_w, in_w, &xw);
+  Weights(out_h, in_h, &ys);
+  if (flip) std::reverse(xw.begin(), xw.end());  // output column x <- source of W-1-x
+  const int64_t row_in = in_w * channels, row_out = out_w * channels;
+
+  // One allocation per call: the taps, the widened source row and two cached
+  // x-interpolated rows (each with kPad floats of slack, zeroed so the spare
+  // lanes compute on numbers).
+  std::vector<int64_t> offs(2 * out_w);
+  for (int64_t x = 0; x < out_w; ++x) {
+    offs[x] = xw[x].lower * channels;
+    offs[out_w + x] = xw[x].upper * channels;
+  }
+  const int64_t t4_at = 0, t_at = 4 * out_w, wide_at = t_at + ((out_w + 7) & ~int64_t{7});
+  const int64_t rows_at = wide_at + row_in + kPad, row_stride = row_out + kPad;
+  std::vector<float> scratch(rows_at + 2 * row_stride, 0.0f);
+  float* f = scratch.data();
+  for (int64_t x = 0; x < out_w; ++x) {
+    f[t_at + x] = xw[x].lerp;
+    // LerpX4 reads the right pixel at left + channels (one address for both
+    // loads). Weights() gives upper == lower + 1, or upper == lower where TF
+    // clamps at the image edge (or `in` is integral); there the weight is 0
+    // instead: l + (r' - l) * 0 == l == l + (l - l) * t exactly for a finite
+    // r' (the next pixel, or the zeroed slack), so the bytes do not change.
+    const float t4 = xw[x].upper == xw[x].lower ? 0.0f : xw[x].lerp;
+    for (int k = 0; k < 4; ++k) f[t4_at + 4 * x + k] = t4;
+  }
+  const XTaps taps{offs.data(), offs.data() + out_w, f + t_at, f + t4_at, out_w, row_in,
+                   channels};
+  float* wide = f + wide_at;
+  float* rows[2] = {f + rows_at, f + rows_at + row_stride};
+  int64_t have[2] = {-1, -1};  // source row held in rows[i]
+
+  RowXFn row_x;
+  switch (channels) {
+    case 1: row_x = PickRowX<1>(); break;
+    case 3: row_x = PickRowX<3>(); break;
+    case 4: row_x = PickRowX<4>(); break;
+    default: row_x = PickRowX<0>();
+  }
 #ifdef TFPIPE_DISPATCH
-  if (UseAvx2()) return RowYAvx2(top, bot, t, n, out);
-  return RowYBase(top, bot, t, n, out);
+  const RowYFn row_y = UseAvx2() ? &RowYAvx2 : &RowYBase;
 #else
-  RowYBody(top, bot, t, n, out);
+  const RowYFn row_y = &RowYPortable;
 #endif
+  auto fetch = [&](int64_t y, int64_t other) -> const float* {
+    // The x-interpolated source row y; on a miss, computed into the slot
+    // that does not hold `other` (the second row this output row needs).
+    if (have[0] == y) return rows[0];
+    if (have[1] == y) return rows[1];
+    const int slot = have[0] == other ? 1 : 0;
+    row_x(src + y * row_in, taps, wide, rows[slot]);
+    have[slot] = y;
+    return rows[slot];
+  };
+  for (int64_t y = 0; y < out_h; ++y) {
+    const Interp& iy = ys[y];
+    const float* top = fetch(iy.lower, iy.upper);
+    const float* bot = fetch(iy.upper, iy.lower);
+    row_y(top, bot, iy.lerp, row_out, dst + y * row_out);
+  }
 }
 
 class ResizeBilinearU8Op : public OpKernel {
@@ -205,51 +371,8 @@ class ResizeBilinearU8Op : public OpKernel {
     OP_REQUIRES_OK(ctx, ctx->allocate_output(
                             0, TensorShape({out_h, out_w, channels}), &out));
 
-    std::vector<Interp> xs, ys;
-    Weights(out_w, in_w, &xs);
-    Weights(out_h, in_h, &ys);
-    if (flip) std::reverse(xs.begin(), xs.end());  // output column x <- source of W-1-x
-    XTaps taps;
-    for (const Interp& i : xs) {
-      taps.l.push_back(i.lower * channels);
-      taps.r.push_back(i.upper * channels);
-      taps.t.push_back(i.lerp);
-    }
-
-    const uint8_t* src = image.flat<uint8>().data();
-    uint8_t* dst = out->flat<uint8>().data();
-    const int64_t row_in = in_w * channels, row_out = out_w * channels;
-    // Two cached x-interpolated rows; `have[i]` = source row held in buf[i].
-    std::vector<float> buf(2 * row_out), wide(row_in);
-    float* rows[2] = {buf.data(), buf.data() + row_out};
-    int64_t have[2] = {-1, -1};
-
-    auto row_x = [&](int64_t y, float* d) {
-      const uint8_t* s = src + y * row_in;
-      switch (channels) {
-        case 1: RowX<1>(s, taps, out_w, channels, row_in, wide.data(), d); break;
-        case 3: RowX<3>(s, taps, out_w, channels, row_in, wide.data(), d); break;
-        case 4: RowX<4>(s, taps, out_w, channels, row_in, wide.data(), d); break;
-        default: RowX<0>(s, taps, out_w, channels, row_in, wide.data(), d);
-      }
-    };
-    auto fetch = [&](int64_t y, int64_t other) -> const float* {
-      // The x-interpolated source row y; on a miss, computed into the slot
-      // that does not hold `other` (the second row this output row needs).
-      if (have[0] == y) return rows[0];
-      if (have[1] == y) return rows[1];
-      const int slot = have[0] == other ? 1 : 0;
-      row_x(y, rows[slot]);
-      have[slot] = y;
-      return rows[slot];
-    };
-
-    for (int64_t y = 0; y < out_h; ++y) {
-      const Interp& iy = ys[y];
-      const float* top = fetch(iy.lower, iy.upper);
-      const float* bot = fetch(iy.upper, iy.lower);
-      RowY(top, bot, iy.lerp, row_out, dst + y * row_out);
-    }
+    ResizeBilinearU8Into(image.flat<uint8>().data(), in_h, in_w, channels, out_h, out_w, flip,
+                         out->flat<uint8>().data());
   }
 };
 

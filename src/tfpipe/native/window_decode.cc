@@ -12,7 +12,7 @@
 //   - the window: RrcWindow (window.cc, = augment.crop_window_from_draws);
 //   - the decode: ScanJpegStructure + jpeg::Uncompress with the strict op's
 //     flags and its DctRatio mapping (jpeg_strict.cc);
-//   - the resize: Weights / RowX / RowY (ops.cc, = tf.image.resize bilinear,
+//   - the resize: ResizeBilinearU8Into (ops.cc, = tf.image.resize bilinear,
 //     rounded and saturated), with the flip folded into the x taps.
 // Those helpers live in the other sources' anonymous namespaces: the build
 // compiles every source as ONE translation unit in name order
@@ -81,47 +81,6 @@ GetImageInfoFn LookupGetImageInfo() {
     fn = reinterpret_cast<GetImageInfoFn>(dlsym(RTLD_DEFAULT, kSymbol));
   });
   return fn;
-}
-
-// TfpipeResizeBilinearU8's loop (ops.cc), from a buffer into a buffer.
-void ResizeInto(const uint8_t* src, int64_t in_h, int64_t in_w, int64_t channels,
-                int64_t out_h, int64_t out_w, bool flip, uint8_t* dst) {
-  std::vector<Interp> xs, ys;
-  Weights(out_w, in_w, &xs);
-  Weights(out_h, in_h, &ys);
-  if (flip) std::reverse(xs.begin(), xs.end());
-  XTaps taps;
-  for (const Interp& i : xs) {
-    taps.l.push_back(i.lower * channels);
-    taps.r.push_back(i.upper * channels);
-    taps.t.push_back(i.lerp);
-  }
-  const int64_t row_in = in_w * channels, row_out = out_w * channels;
-  std::vector<float> buf(2 * row_out), wide(row_in);
-  float* rows[2] = {buf.data(), buf.data() + row_out};
-  int64_t have[2] = {-1, -1};
-  auto row_x = [&](int64_t y, float* d) {
-    const uint8_t* s = src + y * row_in;
-    switch (channels) {
-      case 1: RowX<1>(s, taps, out_w, channels, row_in, wide.data(), d); break;
-      case 3: RowX<3>(s, taps, out_w, channels, row_in, wide.data(), d); break;
-      default: RowX<0>(s, taps, out_w, channels, row_in, wide.data(), d);
-    }
-  };
-  auto fetch = [&](int64_t y, int64_t other) -> const float* {
-    if (have[0] == y) return rows[0];
-    if (have[1] == y) return rows[1];
-    const int slot = have[0] == other ? 1 : 0;
-    row_x(y, rows[slot]);
-    have[slot] = y;
-    return rows[slot];
-  };
-  for (int64_t y = 0; y < out_h; ++y) {
-    const Interp& iy = ys[y];
-    const float* top = fetch(iy.lower, iy.upper);
-    const float* bot = fetch(iy.upper, iy.lower);
-    RowY(top, bot, iy.lerp, row_out, dst + y * row_out);
-  }
 }
 
 class DecodeCropResizeOp : public OpKernel {
@@ -298,7 +257,7 @@ Status DecodeCropResizeRow(const tstring& input, const float* draws, int64_t att
                                      "\"premature end of data segment\"); the decoded "
                                      "image would be partly gray");
   } else {
-    ResizeInto(buffer, crop_h, crop_w, crop_c, spec.out_h, spec.out_w, flip, out);
+    ResizeBilinearU8Into(buffer, crop_h, crop_w, crop_c, spec.out_h, spec.out_w, flip, out);
   }
   scratch.Trim();
   return status;
