@@ -9,8 +9,10 @@ mixup lambdas, cutmix boxes and label weights). `OnDevice` (a Keras layer) or
 `DeviceStage` (a plain callable, fine inside any `tf.function` / train step)
 turns that batch into exactly what the all-host pipeline (`pixel_stage: host`)
 emits: the same colour chain, the same normalize, the same mixup/cutmix, the
-same per-sample gating. On CPU the result is bit-identical (tested for the
-presets); on an accelerator the same TF ops run with that device's kernels
+same per-sample gating (both run `augment_batch`, the one definition of
+"L3 -> L4 -> normalize, gated per row"). On CPU the result is bit-identical
+(tested for the presets); on an accelerator the same TF ops run with that
+device's kernels
 (docs/augment-pixel.md, "On-device pixel stage", says what may round
 differently and how to measure it).
 
@@ -44,8 +46,8 @@ from tfpipe.augment import pixel as _pixel
 from tfpipe.augment import policies as _policies
 from tfpipe.errors import ConfigError
 
-__all__ = ["DeviceSpec", "DeviceStage", "OnDevice", "apply_on_device", "color_chain",
-           "pixel_function", "select_rows", "gated", "FEATURE_KEYS", "CHAIN_OPS"]
+__all__ = ["DeviceSpec", "DeviceStage", "OnDevice", "apply_on_device", "augment_batch",
+           "color_chain", "pixel_function", "select_rows", "gated", "FEATURE_KEYS", "CHAIN_OPS"]
 
 IMAGE = "image"
 ENABLED = "augment_enabled"
@@ -123,6 +125,56 @@ def gated(mask: tf.Tensor, augmented: Callable[..., Any], plain: Callable[[], An
 
     return tf.cond(tf.reduce_all(mask), augmented,
                    lambda: tf.cond(tf.reduce_any(mask), mixed, plain))
+
+
+L3 = Callable[[tf.Tensor, bool], tuple[tf.Tensor, bool]]
+Mixer = Callable[[tf.Tensor, Any], tuple[tf.Tensor, Any]]
+
+
+def augment_batch(images: tf.Tensor, labels: Any, enabled: tf.Tensor | None, *,
+                  l3: L3 | None, mixers: Sequence[Mixer],
+                  normalize: Callable[[tf.Tensor], tf.Tensor], float_out: bool
+                  ) -> tuple[tf.Tensor, Any]:
+    """L3 -> L4 -> normalize of a uint8 batch, gated PER SAMPLE by `enabled` [B]
+    (None: enable_rate 1, every row augmented). The one definition the host
+    pipeline (`pixel_stage: host`) and `DeviceStage` both run.
+
+    l3: `(images, normalize) -> (x, normalized)`, the batch's chain with its
+    inputs bound (None: no L3); x float32 [0, 1] (or already normalized) for
+    float32 output, uint8 for uint8 output. mixers: `(x, y) -> (x, y)`, the L4
+    ops in order with their draws bound. A batch whose rows agree runs one
+    branch; one whose rows disagree (after a skipped record, or under
+    `deterministic: false`) runs L3 and selects per row, then L4 on the whole
+    batch -- a plain row takes part as a mixing partner with its plain pixels
+    and label -- and finally every plain row gets exactly its plain rendering
+    back (image and label), so a plain sample is always the eval rendering and
+    only enabled samples are augmented (docs/pipeline.md).
+    """
+    def plain() -> tuple[tf.Tensor, Any]:
+        return (normalize(images) if float_out else images), labels
+
+    if l3 is None and not mixers:
+        return plain()
+
+    def augmented(mask: tf.Tensor | None = None) -> tuple[tf.Tensor, Any]:
+        x, y, normalized = images, labels, False
+        if l3 is not None:
+            # normalize fused into L3's pass when no L4 follows (same bits)
+            x, normalized = l3(images, not mixers)
+            if mask is not None and mixers:  # L4 sees plain rows unaugmented
+                x = select_rows(mask, x, tf.cast(images, tf.float32) * (1.0 / 255.0)
+                                if float_out else images)
+        elif float_out:
+            x = tf.cast(images, tf.float32) * (1.0 / 255.0)
+        for mix in mixers:
+            x, y = mix(x, y)
+        if float_out and not normalized:
+            x = normalize(x)
+        return x, y
+
+    if enabled is None:
+        return augmented()
+    return gated(enabled, augmented, plain)
 
 
 # --------------------------------------------------------------------------- spec
@@ -223,7 +275,7 @@ class DeviceStage:
 
     def l3(self, features: Mapping[str, tf.Tensor], images: tf.Tensor, normalize: bool
            ) -> tuple[tf.Tensor, bool]:
-        """The batch's L3 (as the host pipeline's `l3`): (x, normalized)."""
+        """The batch's L3 (as the host pipeline's `PixelStage.apply`): (x, normalized)."""
         float_out = self.spec.output_dtype == "float32"
         if self.spec.fused:
             norm = normalize and float_out
@@ -241,37 +293,21 @@ class DeviceStage:
         images = tf.convert_to_tensor(features[IMAGE])
         if images.dtype != tf.uint8:
             raise TypeError(f"on_device: features['image'] must be uint8, got {images.dtype.name}")
-        float_out = sp.output_dtype == "float32"
-
-        def plain() -> tuple[tf.Tensor, Any]:
-            return (self.normalize(images) if float_out else images), labels
-
-        def augmented(mask: tf.Tensor | None = None) -> tuple[tf.Tensor, Any]:
-            x, y, normalized = images, labels, False
-            if sp.pixel:
-                x, normalized = self.l3(features, images, normalize=not sp.batch)
-                if mask is not None and sp.batch:  # L4 sees plain rows unaugmented
-                    x = select_rows(mask, x, tf.cast(images, tf.float32) * (1.0 / 255.0)
-                                    if float_out else images)
-            elif float_out:
-                x = tf.cast(images, tf.float32) * (1.0 / 255.0)
-            for op in sp.batch:
-                if op["name"] == "mixup":
-                    x, y = _batch.apply_mixup(x, y, features["mixup_perm"],
-                                              features["mixup_lambda"])
-                else:
-                    x, y = _batch.apply_cutmix(x, y, features["cutmix_perm"],
-                                               features["cutmix_boxes"], features["cutmix_weight"])
-            if float_out and not normalized:
-                x = self.normalize(x)
-            return x, y
-
-        if not (sp.pixel or sp.batch):
-            x, y = plain()
-        elif sp.enable_rate >= 1.0:
-            x, y = augmented()
-        else:
-            x, y = gated(tf.convert_to_tensor(features[ENABLED]), augmented, plain)
+        mixers: list[Mixer] = []
+        for op in sp.batch:
+            if op["name"] == "mixup":
+                mixers.append(lambda x, y: _batch.apply_mixup(
+                    x, y, features["mixup_perm"], features["mixup_lambda"]))
+            else:
+                mixers.append(lambda x, y: _batch.apply_cutmix(
+                    x, y, features["cutmix_perm"], features["cutmix_boxes"],
+                    features["cutmix_weight"]))
+        gate = sp.enable_rate < 1.0 and bool(sp.pixel or sp.batch)
+        enabled = tf.convert_to_tensor(features[ENABLED]) if gate else None
+        x, y = augment_batch(
+            images, labels, enabled, mixers=mixers, normalize=self.normalize,
+            l3=(lambda imgs, norm: self.l3(features, imgs, norm)) if sp.pixel else None,
+            float_out=sp.output_dtype == "float32")
         return x if labels is None else (x, y)
 
 

@@ -1,17 +1,16 @@
 """Detection: boxes follow the geometry exactly (issue #4).
 
-Per sample: generic decode (no fused crop: the window must also move the boxes,
-and the matrix path handles it), then every L2 op contributes only its 3x3
-matrix (drawn by the `tfpipe.augment` samplers' own draw functions from the
-same seeds), the matrices are composed with the final resize to `image_size`,
-and the image is resampled ONCE (`tfpipe.augment.affine`) with the ops' own
-interpolation / fill_mode / fill_value (`resample_settings`: ops that set the
-same kind of key must agree, since one resample has one kernel and one border
-rule; else ConfigError). Boxes go through `transform_boxes` with the same matrix, are clipped, filtered (empty after
-clipping) and padded to `data.max_boxes` (`pad_boxes`: box 0, class -1).
-Eval: plain resize of the whole image (no crop, so no box is cut).
-Per batch (train): mosaic on the uint8 batch (one resample per output pixel), L3 on
-the result, detection mixup, normalize (fused into L3's pass when no mixup follows).
+`Detect` composes the shared stages with detection's own geometry:
+- seeds: `_plan.SampleSeeds`, drawn per sample (the geometry needs the decoded
+  size first, so there is no per-block plan: `plan` is None);
+- per sample: full decode (no fused crop: the window must also move the
+  boxes), `_detect_geometry.BoxGeometry` (every L2 op as one matrix, one
+  resample, the boxes through the same matrix), and the L3 inputs of
+  `_pixel_stage.PixelStage.fields`, carried through `batch()`;
+- per batch (train): mosaic on the uint8 batch (one resample per output
+  pixel), L3 on the result (`PixelStage.apply`), detection mixup, normalize
+  (fused into L3's pass when no mixup follows), gated per sample
+  (`augment.on_device.gated`) as classification is.
 
 Elements: image [H,W,C], boxes [max_boxes,4] normalized yxyx, classes
 [max_boxes] int64 (-1 = padding), num_boxes int32; detection mixup adds
@@ -21,257 +20,146 @@ num_boxes[, box_weights]}).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
 import tensorflow as tf
 
-from tfpipe import augment, seeds
-from tfpipe.augment import geometry as G
+from tfpipe import seeds
+from tfpipe.augment.on_device import gated
 from tfpipe.errors import ConfigError
-from tfpipe.pipeline._classify import Classify, _pair, aug, batch_enabled, coin, gated
+from tfpipe.pipeline._batch_stage import aug
 from tfpipe.pipeline._decode import decode_full, resize_uint8
-from tfpipe.pipeline._settings import Op
-from tfpipe.pipeline._source import BOX_KEYS, BOX_LABEL_KEY, IMAGE_KEY
+from tfpipe.pipeline._detect_geometry import (  # noqa: F401 - re-exported
+    FILL_MODES, INTERPOLATIONS, BoxGeometry, op_matrix, resample_settings)
+from tfpipe.pipeline._pixel_stage import KEYS, PixelStage, check_pixel_stage
+from tfpipe.pipeline._plan import SampleSeeds
+from tfpipe.pipeline._settings import Settings
+from tfpipe.pipeline._source import IMAGE_KEY
+from tfpipe.pipeline.fast import normalizer
 
 _BATCH_OPS = ("mosaic", "mixup")
-_OPS = ("random_resized_crop", "center_crop", "flip", "rot90", "affine", "pad_and_crop")
-# The params each op's matrix honours: anything else would be silently ignored, so it
-# is a ConfigError (e.g. a Settings built by hand with an op param detection lacks).
-_PARAMS: dict[str, frozenset[str]] = {
-    "random_resized_crop": frozenset({"scale", "ratio", "interpolation"}),
-    "center_crop": frozenset({"crop_fraction", "interpolation"}),
-    "flip": frozenset({"horizontal", "vertical"}),
-    "rot90": frozenset(),
-    "affine": frozenset({"rotation", "scale", "per_axis_scale", "shear", "translate",
-                         "interpolation", "fill_mode", "fill_value"}),
-    "pad_and_crop": frozenset({"padding", "fill_mode", "fill_value"}),
-}
-# What `tfpipe.augment.affine` (the one resample) supports.
-INTERPOLATIONS = ("nearest", "bilinear", "bicubic")
-# (the kernel has wrap too; the config does not offer it, so neither does detection)
-FILL_MODES = ("constant", "reflect", "nearest")
+Batch = dict[str, tf.Tensor]
 
 
-def _key(op: Op, param: str) -> str:
-    return f"augment.geometry.{op.name}.{param}"
+class Detect:
+    """Per-sample and per-batch functions for one detection pipeline (the same
+    surface `_build._assemble` drives as `Classify`)."""
 
+    plan = None  # drawn per sample: the geometry needs the decoded size first
+    # the classification decode's window planning: detection decodes whole images
+    fast_crop = fast_flip = fused_l1 = False
+    dct_target = None
+    device = False  # L3 runs on the host (`check_pixel_stage`)
 
-def _agree(ops: list[Op], param: str, allowed: tuple[str, ...], default: str) -> str:
-    """The one value the ops carrying `param` agree on (else `default`), checked
-    against `allowed`; ConfigError naming every key when two ops disagree."""
-    carrying = [op for op in ops if param in op.params]
-    for op in carrying:
-        if allowed and op.params[param] not in allowed:
-            raise ConfigError(f"{_key(op, param)}: {op.params[param]!r} is not supported; "
-                              f"allowed: {', '.join(allowed)}")
-    values = {op.params[param] for op in carrying}
-    if len(values) > 1:
-        keys = ", ".join(f"{_key(op, param)} = {op.params[param]!r}" for op in carrying)
-        raise ConfigError(
-            f"{keys}: disagree. Detection composes the geometry into one matrix and "
-            f"resamples the image ONCE, so there is one {param} for the whole chain; set "
-            f"these keys to the same value (one of {', '.join(allowed)})")
-    return str(values.pop()) if values else default
-
-
-def resample_settings(ops: list[Op]) -> tuple[str, str, float]:
-    """(interpolation, fill_mode, fill_value) of detection's single resample.
-
-    Each op's own key is honoured; ops that set the same kind of key must agree
-    (one resample has one kernel and one border rule). interpolation: from affine /
-    random_resized_crop / center_crop, default bilinear. fill: from affine
-    (fill_mode, fill_value) and pad_and_crop (fill_mode, constant fill 0 unless it
-    carries fill_value), default constant 0; fill_value only matters for constant.
-    """
-    for op in ops:
-        if op.name not in _PARAMS:
-            raise ConfigError(f"augment.geometry.{op.name}: not supported for detection "
-                              "(boxes must follow an affine matrix); allowed: "
-                              + ", ".join(_OPS))
-        extra = sorted(set(op.params) - _PARAMS[op.name])
-        if extra:
-            raise ConfigError(f"{_key(op, extra[0])}: not supported for detection; "
-                              f"{op.name} takes: {', '.join(sorted(_PARAMS[op.name])) or 'no params'}")
-    interpolation = _agree(ops, "interpolation", INTERPOLATIONS, "bilinear")
-    fill_mode = _agree([op for op in ops if op.name in ("affine", "pad_and_crop")],
-                       "fill_mode", FILL_MODES, "constant")
-    fill_value = 0.0
-    if fill_mode == "constant":
-        values: list[tuple[str, float]] = []
-        for op in ops:
-            if op.name not in ("affine", "pad_and_crop"):
-                continue
-            # pad_and_crop's config has no fill_value: it pads with 0
-            v = op.params.get("fill_value", 0.0)
-            if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 <= v <= 255:
-                raise ConfigError(f"{_key(op, 'fill_value')}: must be a number in [0, 255] "
-                                  f"(uint8 pixel units), got {v!r}")
-            shown = (f"{_key(op, 'fill_value')} = {float(v):g}" if "fill_value" in op.params
-                     else f"{_key(op, 'fill_mode')} = 'constant' (pads with 0)")
-            values.append((shown, float(v)))
-        if len({v for _, v in values}) > 1:
-            keys = ", ".join(k for k, _ in values)
-            raise ConfigError(
-                f"{keys}: disagree. Detection resamples the image ONCE for the whole "
-                "geometry chain, so a constant fill has one value; set the affine's "
-                "fill_value to 0, or give the ops one fill_mode other than constant "
-                f"(allowed: {', '.join(FILL_MODES)})")
-        fill_value = values[0][1] if values else 0.0
-    return interpolation, fill_mode, float(fill_value)
-
-
-def op_matrix(op: Op, seed: tf.Tensor, size: tuple[tf.Tensor, tf.Tensor],
-              out_size: tuple[int, int]) -> tuple[tf.Tensor, tuple[tf.Tensor, tf.Tensor]]:
-    """(matrix, new size) of one L2 op on an image of `size`.
-
-    The draws are the augment samplers' own (`tfpipe.augment.geometry.sample_*`,
-    `sample_crop_window`, `sample_affine_matrix`): the same seed gives the matrix
-    the public sampler returns (tested). p: flip/rot90 take it as the samplers do;
-    the others apply with `coin(seed, p)` exactly as classification's L2 does.
-    """
-    name, prm = op.name, op.params
-    h, w = size
-    if name == "flip":
-        fx, fy = G.sample_flip(seed, bool(prm.get("horizontal", True)),
-                               bool(prm.get("vertical", False)), op.p)
-        return augment.flip_matrix((h, w), fx, fy), size
-    if name == "rot90":
-        k = G.sample_rot90(seed, op.p)
-        odd = tf.math.floormod(k, 2) == 1
-        return augment.rot90_matrix((h, w), k), (tf.where(odd, w, h), tf.where(odd, h, w))
-    apply = coin(seed, op.p)
-    oh, ow = tf.constant(out_size[0]), tf.constant(out_size[1])
-    if name in ("random_resized_crop", "center_crop"):
-        if name == "random_resized_crop":
-            win = augment.sample_crop_window(seed, h, w, _pair(op, "scale", (0.08, 1.0)),
-                                             _pair(op, "ratio", (3 / 4, 4 / 3)))
-        else:
-            win = augment.center_crop_window(h, w, out_size, float(prm.get("crop_fraction", 0.875)))
-        m = augment.crop_matrix(win[:2], win[2:], out_size)
-        m = tf.where(apply, m, augment.identity_matrix())
-        return m, (tf.where(apply, oh, h), tf.where(apply, ow, w))
-    if name == "affine":
-        kw = {k: (tuple(v) if isinstance(v, list) else v) for k, v in prm.items()
-              if k in ("rotation", "scale", "per_axis_scale", "shear", "translate")}
-        m = augment.sample_affine_matrix(seed, (h, w), **kw)
-        return tf.where(apply, m, augment.identity_matrix()), size
-    if name == "pad_and_crop":
-        dx, dy = G.sample_pad_shift(seed, int(prm.get("padding", 4)))
-        m = augment.translate_matrix(dx, dy)
-        return tf.where(apply, m, augment.identity_matrix()), size
-    raise ConfigError(f"augment.geometry.{name}: not supported for detection (boxes must "
-                      "follow an affine matrix); allowed: " + ", ".join(_OPS))
-
-
-class Detect(Classify):
-    # Detection draws per sample (its geometry needs the decoded size first).
-    plan = None  # type: ignore[assignment]
-
-    def __init__(self, *args: Any) -> None:
-        s = args[0]
-        train = args[5]
-        batch = s.active("batch") if train else []
-        for op in batch:
+    def __init__(self, s: Settings, epoch_seed: tf.Tensor, worker: int, workers: int,
+                 parse: Callable[..., dict[str, tf.Tensor]], train: bool) -> None:
+        self.s, self.es, self.wi, self.wc, self.parse, self.train = (
+            s, epoch_seed, worker, workers, parse, train)
+        self.geometry = s.active("geometry") if train else []
+        self.pixel = s.active("pixel") if train else []
+        self.batch_ops = s.active("batch") if train else []
+        for op in self.batch_ops:
             if op.name not in _BATCH_OPS:
                 raise ConfigError(f"augment.batch.{op.name}: not a detection op; allowed: "
                                   "mosaic, mixup (detection mixup keeps both box sets)")
-        super().__init__(*args)
-        self.batch_ops = batch
-        # train only: eval resizes the whole image and nothing is filled
-        self.interpolation, self.fill_mode, self.fill_value = resample_settings(self.geometry)
+        self.augmenting = bool(self.geometry or self.pixel or self.batch_ops)
+        self.seeds = SampleSeeds(epoch_seed, worker, workers, s.batch_size)
+        self.l3_stage = PixelStage(self.pixel, s.mean, s.std, s.output_dtype)
+        check_pixel_stage(s)
+        self.box_geometry = BoxGeometry(s, self.geometry)
+        self.normalize = normalizer(s.mean, s.std)
 
-    def _boxes(self, feats: dict[str, tf.Tensor]) -> tuple[tf.Tensor, tf.Tensor]:
-        boxes = tf.stack([tf.reshape(tf.cast(feats[k], tf.float32), [-1]) for k in BOX_KEYS],
-                         axis=-1)
-        classes = tf.cast(tf.reshape(feats[BOX_LABEL_KEY], [-1]), tf.int64)
-        return boxes, classes
-
-    def _geometry(self, image: tf.Tensor, sseed: Any
-                  ) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
-        size = self.s.image_size
-        shape = tf.shape(image, out_type=tf.int32)
-        hw = (shape[0], shape[1])
-        if sseed is None:  # eval: resize the whole image
-            return resize_uint8(image, size), augment.resize_matrix(hw, size), tf.stack(hw)
-        mats, cur = [], hw
-        for i, op in enumerate(self.geometry):
-            m, cur = op_matrix(op, sseed(i), cur, size)
-            mats.append(m)
-        mats.append(augment.resize_matrix(cur, size))
-        m = augment.compose(*mats)
-        out = augment.affine(image, m, size, self.interpolation, self.fill_mode,
-                             self.fill_value)
-        return tf.ensure_shape(out, [size[0], size[1], self.s.channels]), m, tf.stack(hw)
-
-    def pixel_inputs(self, batch: dict[str, tf.Tensor]) -> dict[str, tf.Tensor]:
-        """The L3 inputs each sample carried (`pixel_fields`)."""
-        return {k: batch[k] for k in ("_pparams", "_papply", "_pseeds") if k in batch}
+    # ------------------------------------------------------------------ per sample
+    def eval_image(self, encoded: tf.Tensor) -> tf.Tensor:
+        """Detection's eval rendering: the whole image resized (no box is cut)."""
+        return resize_uint8(decode_full(encoded, self.s.channels), self.s.image_size)
 
     def decode_only(self, shard: tf.Tensor, rec: tf.Tensor, local: tf.Tensor,
                     serialized: tf.Tensor) -> tf.Tensor:
         return decode_full(self.parse(serialized)[IMAGE_KEY], self.s.channels)
 
     def process(self, shard: tf.Tensor, rec: tf.Tensor, local: tf.Tensor,
-                serialized: tf.Tensor) -> dict[str, tf.Tensor]:
+                serialized: tf.Tensor) -> Batch:
         feats = self.parse(serialized)
         image = decode_full(feats[IMAGE_KEY], self.s.channels)
-        boxes, classes = self._boxes(feats)
-        gidx, gbatch = self._indices(local)
-        out: dict[str, tf.Tensor] = {"_shard": shard, "_record": rec, "_index": gidx}
-        augmenting = self.train and bool(self.geometry or self.pixel or self.batch_ops)
-        if augmenting:
-            sseed = self.op_seeds(gidx)
-            enabled = batch_enabled(self.es, gbatch, self.s.enable_rate)
+        gidx, gbatch = self.seeds.indices(local)
+        out: Batch = {"_shard": shard, "_record": rec, "_index": gidx}
+        geo = self.box_geometry
+        if self.augmenting:
+            sseed = self.seeds.op_seeds(gidx)
+            enabled = self.seeds.enabled(gbatch, self.s.enable_rate)
             if self.s.enable_rate >= 1.0:
-                image, m, hw = self._geometry(image, sseed)
+                image, m, hw = geo.image(image, sseed)
             else:
-                image, m, hw = tf.cond(enabled, lambda: self._geometry(image, sseed),
-                                       lambda: self._geometry(image, None))
+                image, m, hw = tf.cond(enabled, lambda: geo.image(image, sseed),
+                                       lambda: geo.image(image, None))
             out["_enabled"] = enabled
-            out.update(self.pixel_fields(sseed))
+            out.update(self.l3_stage.fields(sseed))
         else:
-            image, m, hw = self._geometry(image, None)
-        boxes, keep = augment.transform_boxes(boxes, m, hw, self.s.image_size)
-        boxes, classes = augment.filter_boxes(boxes, classes, keep)
-        out["boxes"], out["classes"], out["num_boxes"] = augment.pad_boxes(
-            boxes, classes, self.s.max_boxes)
+            image, m, hw = geo.image(image, None)
+        out["boxes"], out["classes"], out["num_boxes"] = geo.boxes(feats, m, hw)
         out["image"] = image
         return out
 
     def sentinel(self, shard: tf.Tensor, rec: tf.Tensor, local: tf.Tensor,
-                 serialized: tf.Tensor) -> dict[str, tf.Tensor]:
+                 serialized: tf.Tensor) -> Batch:
         h, w = self.s.image_size
         n = self.s.max_boxes
         out = {"_shard": shard, "_record": rec, "_index": tf.constant(-1, tf.int64),
                "boxes": tf.zeros([n, 4]), "classes": tf.fill([n], tf.constant(-1, tf.int64)),
                "num_boxes": tf.constant(0, tf.int32),
                "image": tf.zeros([h, w, self.s.channels], tf.uint8)}
-        if self.train and (self.geometry or self.pixel or self.batch_ops):
+        if self.augmenting:
             out["_enabled"] = tf.constant(False)
-            out.update(self.pixel_fields(None))
+            out.update(self.l3_stage.fields(None))
         return out
 
-    def compose(self, batch: dict[str, tf.Tensor], global_batch: tf.Tensor,
-                num_classes: int | None, keep_index: bool) -> dict[str, tf.Tensor]:
+    # ------------------------------------------------------------------ per batch
+    def batch(self, ds: tf.data.Dataset, drop_remainder: bool) -> tf.data.Dataset:
+        return ds.batch(self.s.batch_size, drop_remainder=drop_remainder)
+
+    def pixel_inputs(self, batch: Batch) -> Batch:
+        """The L3 inputs each sample carried (`PixelStage.fields`)."""
+        return {k: batch[k] for k in KEYS if k in batch}
+
+    def pixel_stage(self, batch: Batch) -> Batch:
+        """Batch + L3 alone (the stage report's "pixel" prefix)."""
+        out = {k: v for k, v in batch.items() if not k.startswith("_")}
+        if self.pixel:
+            out["image"], _ = self.l3_stage.apply(batch["image"], self.pixel_inputs(batch),
+                                                  normalize=False)
+        return out
+
+    def compose(self, batch: Batch, global_batch: tf.Tensor, num_classes: int | None,
+                keep_index: bool) -> Batch:
         s = self.s
         float_out = s.output_dtype == "float32"
         x = batch["image"]
         b, c, n = batch["boxes"], batch["classes"], batch["num_boxes"]
         weights = tf.cast(tf.range(s.max_boxes)[None, :] < n[:, None], tf.float32)
         mixup = any(op.name == "mixup" for op in self.batch_ops)
+        # with nothing after L3 (no mixup) its fused pass also normalizes: one float32
+        # pass over the batch less; same bits (both end in color.normalize's formula;
+        # the detection preset's batches hash the same with and without this)
+        fuse_norm = float_out and not mixup and self.l3_stage.fused is not None
 
-        def augment_batch(x, b, c, n, weights):
-            bseed = seeds.batch_seed(self.es, global_batch)
-            ops = [(k, op) for k, op in enumerate(self.batch_ops)]
+        def to_l3(x: tf.Tensor) -> tf.Tensor:
+            if self.pixel:
+                return self.l3_stage.apply(x, self.pixel_inputs(batch), normalize=fuse_norm)[0]
+            return tf.cast(x, tf.float32) * (1.0 / 255.0) if float_out else x
+
+        def augment_batch(x: tf.Tensor, b: tf.Tensor, c: tf.Tensor, n: tf.Tensor,
+                          weights: tf.Tensor) -> tuple[tf.Tensor, ...]:
+            bseed = self.seeds.batch_seed(global_batch)
             # mosaic first, on the uint8 batch (4x fewer bytes than float32, one
             # resample per pixel), then L3 on the mosaic (as YOLO's colour jitter),
             # then detection mixup on L3's output; each op keeps its seed index k
-            ops.sort(key=lambda kop: kop[1].name != "mosaic")
+            ops = sorted(enumerate(self.batch_ops), key=lambda kop: kop[1].name != "mosaic")
             pixels_done = False
             for k, op in ops:
                 kseed = seeds.op_seed(bseed, k)
-                kw = {key: (tuple(v) if isinstance(v, list) else v)
-                      for key, v in op.params.items()}
+                kw: dict[str, Any] = {key: (tuple(v) if isinstance(v, list) else v)
+                                      for key, v in op.params.items()}
                 if op.name == "mosaic":
                     x, b, c, n = aug("mosaic")(x, b, c, n, kseed, p=op.p, **kw)
                     weights = tf.cast(tf.range(s.max_boxes)[None, :] < n[:, None], tf.float32)
@@ -283,21 +171,11 @@ class Detect(Classify):
                 x = to_l3(x)
             return x, b, c, n, weights
 
-        # with nothing after L3 (no mixup) its fused pass also normalizes: one float32
-        # pass over the batch less; same bits (both end in color.normalize's formula;
-        # the detection preset's batches hash the same with and without this)
-        fuse_norm = float_out and not mixup and self.fused is not None
-
-        def to_l3(x):
-            if self.pixel:
-                return self.l3(batch, x, normalize=fuse_norm)[0]
-            return tf.cast(x, tf.float32) * (1.0 / 255.0) if float_out else x
-
         normalized = False
         if self.pixel or self.batch_ops:
             normalized = fuse_norm and bool(self.pixel)
 
-            def plain():
+            def plain() -> tuple[tf.Tensor, ...]:
                 if not float_out:
                     return x, b, c, n, weights
                 plain_x = tf.cast(x, tf.float32) * (1.0 / 255.0)

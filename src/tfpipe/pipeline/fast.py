@@ -5,7 +5,7 @@ saturation, hue, gamma) are split the albumentations way: every sample's
 parameters are drawn from its own seed with the `tfpipe.augment.color`
 samplers (exactly the draws `random_<op>(image, seed, ..., p)` makes: the same
 seed split, the same p-coin) -- for classification at batch time, all rows at
-once (`Classify.pixel_inputs`), for detection per sample (`sample`) -- and the
+once (`PixelStage.inputs`), for detection per sample (`sample`) -- and the
 batch map applies the pure kernels `adjust_<op>(images, params[B])` in config
 order, then `normalize`.
 

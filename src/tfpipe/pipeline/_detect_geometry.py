@@ -1,0 +1,193 @@
+"""Detection's geometry: every L2 op as a 3x3 matrix, one resample, boxes through it.
+
+Each L2 op contributes only its matrix (drawn by the `tfpipe.augment` samplers'
+own draw functions from the same seeds), the matrices are composed with the
+final resize to `image_size`, and the image is resampled ONCE
+(`tfpipe.augment.affine`) with the ops' own interpolation / fill_mode /
+fill_value (`resample_settings`: ops that set the same kind of key must agree,
+since one resample has one kernel and one border rule; else ConfigError). Boxes
+go through `transform_boxes` with the same matrix, are clipped, filtered (empty
+after clipping) and padded to `data.max_boxes` (`pad_boxes`: box 0, class -1).
+Eval: plain resize of the whole image (no crop, so no box is cut).
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Sequence
+
+import tensorflow as tf
+
+from tfpipe import augment
+from tfpipe.augment import geometry as G
+from tfpipe.errors import ConfigError
+from tfpipe.pipeline._decode import resize_uint8
+from tfpipe.pipeline._plan import coin, pair
+from tfpipe.pipeline._settings import Op, Settings
+from tfpipe.pipeline._source import BOX_KEYS, BOX_LABEL_KEY
+
+_OPS = ("random_resized_crop", "center_crop", "flip", "rot90", "affine", "pad_and_crop")
+# The params each op's matrix honours: anything else would be silently ignored, so it
+# is a ConfigError (e.g. a Settings built by hand with an op param detection lacks).
+_PARAMS: dict[str, frozenset[str]] = {
+    "random_resized_crop": frozenset({"scale", "ratio", "interpolation"}),
+    "center_crop": frozenset({"crop_fraction", "interpolation"}),
+    "flip": frozenset({"horizontal", "vertical"}),
+    "rot90": frozenset(),
+    "affine": frozenset({"rotation", "scale", "per_axis_scale", "shear", "translate",
+                         "interpolation", "fill_mode", "fill_value"}),
+    "pad_and_crop": frozenset({"padding", "fill_mode", "fill_value"}),
+}
+# What `tfpipe.augment.affine` (the one resample) supports.
+INTERPOLATIONS = ("nearest", "bilinear", "bicubic")
+# (the kernel has wrap too; the config does not offer it, so neither does detection)
+FILL_MODES = ("constant", "reflect", "nearest")
+
+
+def _key(op: Op, param: str) -> str:
+    return f"augment.geometry.{op.name}.{param}"
+
+
+def _agree(ops: list[Op], param: str, allowed: tuple[str, ...], default: str) -> str:
+    """The one value the ops carrying `param` agree on (else `default`), checked
+    against `allowed`; ConfigError naming every key when two ops disagree."""
+    carrying = [op for op in ops if param in op.params]
+    for op in carrying:
+        if allowed and op.params[param] not in allowed:
+            raise ConfigError(f"{_key(op, param)}: {op.params[param]!r} is not supported; "
+                              f"allowed: {', '.join(allowed)}")
+    values = {op.params[param] for op in carrying}
+    if len(values) > 1:
+        keys = ", ".join(f"{_key(op, param)} = {op.params[param]!r}" for op in carrying)
+        raise ConfigError(
+            f"{keys}: disagree. Detection composes the geometry into one matrix and "
+            f"resamples the image ONCE, so there is one {param} for the whole chain; set "
+            f"these keys to the same value (one of {', '.join(allowed)})")
+    return str(values.pop()) if values else default
+
+
+def resample_settings(ops: list[Op]) -> tuple[str, str, float]:
+    """(interpolation, fill_mode, fill_value) of detection's single resample.
+
+    Each op's own key is honoured; ops that set the same kind of key must agree
+    (one resample has one kernel and one border rule). interpolation: from affine /
+    random_resized_crop / center_crop, default bilinear. fill: from affine
+    (fill_mode, fill_value) and pad_and_crop (fill_mode, constant fill 0 unless it
+    carries fill_value), default constant 0; fill_value only matters for constant.
+    """
+    for op in ops:
+        if op.name not in _PARAMS:
+            raise ConfigError(f"augment.geometry.{op.name}: not supported for detection "
+                              "(boxes must follow an affine matrix); allowed: "
+                              + ", ".join(_OPS))
+        extra = sorted(set(op.params) - _PARAMS[op.name])
+        if extra:
+            raise ConfigError(f"{_key(op, extra[0])}: not supported for detection; "
+                              f"{op.name} takes: {', '.join(sorted(_PARAMS[op.name])) or 'no params'}")
+    interpolation = _agree(ops, "interpolation", INTERPOLATIONS, "bilinear")
+    fill_mode = _agree([op for op in ops if op.name in ("affine", "pad_and_crop")],
+                       "fill_mode", FILL_MODES, "constant")
+    fill_value = 0.0
+    if fill_mode == "constant":
+        values: list[tuple[str, float]] = []
+        for op in ops:
+            if op.name not in ("affine", "pad_and_crop"):
+                continue
+            # pad_and_crop's config has no fill_value: it pads with 0
+            v = op.params.get("fill_value", 0.0)
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 <= v <= 255:
+                raise ConfigError(f"{_key(op, 'fill_value')}: must be a number in [0, 255] "
+                                  f"(uint8 pixel units), got {v!r}")
+            shown = (f"{_key(op, 'fill_value')} = {float(v):g}" if "fill_value" in op.params
+                     else f"{_key(op, 'fill_mode')} = 'constant' (pads with 0)")
+            values.append((shown, float(v)))
+        if len({v for _, v in values}) > 1:
+            keys = ", ".join(k for k, _ in values)
+            raise ConfigError(
+                f"{keys}: disagree. Detection resamples the image ONCE for the whole "
+                "geometry chain, so a constant fill has one value; set the affine's "
+                "fill_value to 0, or give the ops one fill_mode other than constant "
+                f"(allowed: {', '.join(FILL_MODES)})")
+        fill_value = values[0][1] if values else 0.0
+    return interpolation, fill_mode, float(fill_value)
+
+
+def op_matrix(op: Op, seed: tf.Tensor, size: tuple[tf.Tensor, tf.Tensor],
+              out_size: tuple[int, int]) -> tuple[tf.Tensor, tuple[tf.Tensor, tf.Tensor]]:
+    """(matrix, new size) of one L2 op on an image of `size`.
+
+    The draws are the augment samplers' own (`tfpipe.augment.geometry.sample_*`,
+    `sample_crop_window`, `sample_affine_matrix`): the same seed gives the matrix
+    the public sampler returns (tested). p: flip/rot90 take it as the samplers do;
+    the others apply with `coin(seed, p)` exactly as classification's L2 does.
+    """
+    name, prm = op.name, op.params
+    h, w = size
+    if name == "flip":
+        fx, fy = G.sample_flip(seed, bool(prm.get("horizontal", True)),
+                               bool(prm.get("vertical", False)), op.p)
+        return augment.flip_matrix((h, w), fx, fy), size
+    if name == "rot90":
+        k = G.sample_rot90(seed, op.p)
+        odd = tf.math.floormod(k, 2) == 1
+        return augment.rot90_matrix((h, w), k), (tf.where(odd, w, h), tf.where(odd, h, w))
+    apply = coin(seed, op.p)
+    oh, ow = tf.constant(out_size[0]), tf.constant(out_size[1])
+    if name in ("random_resized_crop", "center_crop"):
+        if name == "random_resized_crop":
+            win = augment.sample_crop_window(seed, h, w, pair(op, "scale", (0.08, 1.0)),
+                                             pair(op, "ratio", (3 / 4, 4 / 3)))
+        else:
+            win = augment.center_crop_window(h, w, out_size, float(prm.get("crop_fraction", 0.875)))
+        m = augment.crop_matrix(win[:2], win[2:], out_size)
+        m = tf.where(apply, m, augment.identity_matrix())
+        return m, (tf.where(apply, oh, h), tf.where(apply, ow, w))
+    if name == "affine":
+        kw = {k: (tuple(v) if isinstance(v, list) else v) for k, v in prm.items()
+              if k in ("rotation", "scale", "per_axis_scale", "shear", "translate")}
+        m = augment.sample_affine_matrix(seed, (h, w), **kw)
+        return tf.where(apply, m, augment.identity_matrix()), size
+    if name == "pad_and_crop":
+        dx, dy = G.sample_pad_shift(seed, int(prm.get("padding", 4)))
+        m = augment.translate_matrix(dx, dy)
+        return tf.where(apply, m, augment.identity_matrix()), size
+    raise ConfigError(f"augment.geometry.{name}: not supported for detection (boxes must "
+                      "follow an affine matrix); allowed: " + ", ".join(_OPS))
+
+
+class BoxGeometry:
+    """Detection's per-sample L2: the chain's matrix on the decoded image and its boxes."""
+
+    def __init__(self, s: Settings, geometry: Sequence[Op]) -> None:
+        self.s, self.ops = s, list(geometry)
+        # train only: eval resizes the whole image and nothing is filled
+        self.interpolation, self.fill_mode, self.fill_value = resample_settings(self.ops)
+
+    def image(self, image: tf.Tensor, sseed: Callable[[int], tf.Tensor] | None
+              ) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
+        """(output image, its matrix, the decoded [h, w]); `sseed=None`: the eval
+        rendering (the whole image resized)."""
+        size = self.s.image_size
+        shape = tf.shape(image, out_type=tf.int32)
+        hw = (shape[0], shape[1])
+        if sseed is None:  # eval: resize the whole image
+            return resize_uint8(image, size), augment.resize_matrix(hw, size), tf.stack(hw)
+        mats, cur = [], hw
+        for i, op in enumerate(self.ops):
+            m, cur = op_matrix(op, sseed(i), cur, size)
+            mats.append(m)
+        mats.append(augment.resize_matrix(cur, size))
+        m = augment.compose(*mats)
+        out = augment.affine(image, m, size, self.interpolation, self.fill_mode,
+                             self.fill_value)
+        return tf.ensure_shape(out, [size[0], size[1], self.s.channels]), m, tf.stack(hw)
+
+    def boxes(self, feats: dict[str, tf.Tensor], m: tf.Tensor, hw: tf.Tensor
+              ) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
+        """The record's boxes through `m`, clipped, filtered, padded:
+        (boxes [max_boxes, 4], classes [max_boxes], num_boxes)."""
+        boxes = tf.stack([tf.reshape(tf.cast(feats[k], tf.float32), [-1]) for k in BOX_KEYS],
+                         axis=-1)
+        classes = tf.cast(tf.reshape(feats[BOX_LABEL_KEY], [-1]), tf.int64)
+        boxes, keep = augment.transform_boxes(boxes, m, hw, self.s.image_size)
+        boxes, classes = augment.filter_boxes(boxes, classes, keep)
+        return augment.pad_boxes(boxes, classes, self.s.max_boxes)
