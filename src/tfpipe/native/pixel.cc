@@ -38,9 +38,12 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <mutex>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #if defined(__SSE2__)
@@ -50,6 +53,7 @@
 #include "tensorflow/core/framework/op.h"
 #include "tensorflow/core/framework/op_kernel.h"
 #include "tensorflow/core/framework/shape_inference.h"
+#include "tensorflow/core/platform/mem.h"
 #include "tensorflow/core/util/work_sharder.h"
 
 using namespace tensorflow;  // NOLINT(build/namespaces)
@@ -345,6 +349,98 @@ void TreeSums(const float* v, int64_t n, int64_t c, float* t, float* sums) {
   for (int64_t ch = 0; ch < c; ++ch) sums[ch] = t[ch];
 }
 
+// dst[e] = x[e], streaming stores from dst's first 16-byte boundary (as StoreNorm)
+void StreamCopy(const float* __restrict x, int64_t len, float* __restrict dst) {
+  int64_t e = 0;
+#if defined(__SSE2__)
+  for (; e < len && (reinterpret_cast<uintptr_t>(dst + e) & 15) != 0; ++e) dst[e] = x[e];
+  for (; e + 4 <= len; e += 4) _mm_stream_ps(dst + e, _mm_loadu_ps(x + e));
+#endif
+  for (; e < len; ++e) dst[e] = x[e];
+}
+
+// The table path's gathers: element e (channel e % c, counted from a pixel's first
+// channel) is t[(e % c) * 256 + src[e]], t a channel-major table [c][256]. Moves only.
+template <typename T>
+void Gather(const uint8_t* __restrict src, int64_t px, int64_t c, const T* __restrict t,
+            T* __restrict dst) {
+  if (c == 3) {
+    const T *t0 = t, *t1 = t + 256, *t2 = t + 512;
+    for (int64_t i = 0; i < px; ++i, src += 3, dst += 3) {
+      dst[0] = t0[src[0]];
+      dst[1] = t1[src[1]];
+      dst[2] = t2[src[2]];
+    }
+  } else if (c == 1) {
+    for (int64_t i = 0; i < px; ++i) dst[i] = t[src[i]];
+  } else {
+    for (int64_t i = 0; i < px; ++i, src += c, dst += c) {
+      for (int64_t ch = 0; ch < c; ++ch) dst[ch] = t[ch * 256 + src[ch]];
+    }
+  }
+}
+
+// Where the op's large float outputs live: freed buffers are kept (up to kKeep bytes)
+// and handed out again for the same size. A float32 batch (38.5 MB at 64x224x224x3) is
+// above glibc's largest mmap threshold (32 MB), so the default allocator maps fresh
+// pages for every batch and the kernel faults in and zeroes each of them: measured
+// here as much as the whole float32 write (benchmarks/writeout_bench.py). Reused
+// pages are already mapped. Only where memory comes from changes, never a value.
+class PixelOutBuffers : public Allocator {
+ public:
+  static constexpr size_t kMin = size_t{1} << 20;   // smaller outputs: TF's allocator
+  static constexpr size_t kKeep = size_t{256} << 20;  // freed bytes kept at most
+  static PixelOutBuffers* Get() {
+    static PixelOutBuffers* a = new PixelOutBuffers;  // never destroyed: tensors outlive ops
+    return a;
+  }
+  std::string Name() override { return "tfpipe_pixel_out"; }
+  void* AllocateRaw(size_t alignment, size_t num_bytes) override {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      for (size_t i = 0; i < free_.size(); ++i) {
+        if (free_[i].second == num_bytes) {
+          void* p = free_[i].first;
+          free_[i] = free_.back();
+          free_.pop_back();
+          kept_ -= num_bytes;
+          return p;
+        }
+      }
+    }
+    void* p = port::AlignedMalloc(num_bytes, static_cast<int>(std::max<size_t>(alignment, 64)));
+    if (p != nullptr) {
+      std::lock_guard<std::mutex> lock(mu_);
+      size_[p] = num_bytes;
+    }
+    return p;
+  }
+  void DeallocateRaw(void* ptr) override {
+    if (ptr == nullptr) return;
+    std::vector<void*> drop;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      const size_t bytes = size_[ptr];
+      free_.emplace_back(ptr, bytes);
+      kept_ += bytes;
+      // keep the newest: free the oldest buffers beyond the budget
+      while (kept_ > kKeep && !free_.empty()) {
+        drop.push_back(free_.front().first);
+        kept_ -= free_.front().second;
+        size_.erase(free_.front().first);
+        free_.erase(free_.begin());
+      }
+    }
+    for (void* p : drop) port::AlignedFree(p);
+  }
+
+ private:
+  std::mutex mu_;
+  std::vector<std::pair<void*, size_t>> free_;
+  std::unordered_map<void*, size_t> size_;
+  size_t kept_ = 0;
+};
+
 struct Step {
   Kind kind;
   float v;
@@ -358,6 +454,11 @@ struct Scratch {
   std::unique_ptr<float[]> mean;   // kBlock * c: the contrast means, per element of a block
   std::unique_ptr<int32_t[]> acc;  // kBlock * c: the levels sums, per element of a block
   std::unique_ptr<float[]> zeros;  // kBlock * c zeros: the tree's padding
+  std::unique_ptr<float[]> block2;  // kBlock * c: the table path's second tree block
+  std::vector<float> table;         // c * 256: the table path's chain so far, [c][256]
+  std::vector<uint8_t> table8;      // c * 256: its uint8 levels output
+  std::vector<int64_t> hist;        // c * 256: the image's level counts (levels means)
+  std::vector<float> tmean;         // c * 256: a contrast's means laid out as the table
   std::vector<Step> steps;
   std::vector<float> m;
   std::vector<int64_t> sums;
@@ -432,7 +533,15 @@ class PixelChainOp : public OpKernel {
                                           " values, got ", mean_.size()));
     }
     Tensor* out = nullptr;
-    OP_REQUIRES_OK(ctx, ctx->allocate_output(0, images.shape(), &out));
+    const bool float_out = normalize_ || to_float_;
+    const char* alloc_env = std::getenv("TFPIPE_PIXEL_ALLOC");  // EXPERIMENT
+    if (float_out && images.NumElements() * sizeof(float) >= PixelOutBuffers::kMin &&
+        (alloc_env == nullptr || std::string(alloc_env) != "tf")) {
+      ctx->set_output(0, Tensor(PixelOutBuffers::Get(), DT_FLOAT, images.shape()));
+      out = ctx->mutable_output(0);
+    } else {
+      OP_REQUIRES_OK(ctx, ctx->allocate_output(0, images.shape(), &out));
+    }
     const int64_t n = h * w;
     if (b == 0 || n == 0 || c == 0) return;
 
@@ -459,11 +568,12 @@ class PixelChainOp : public OpKernel {
     io.app = apply.flat<bool>().data();
     io.in8 = float_in_ ? nullptr : images.flat<uint8_t>().data();
     io.inf = float_in_ ? images.flat<float>().data() : nullptr;
-    const bool float_out = normalize_ || to_float_;
     io.outf = float_out ? out->flat<float>().data() : nullptr;
     io.out8 = float_out ? nullptr : out->flat<uint8_t>().data();
     io.na = na.data();
     io.nb = nb.data();
+    const char* path = std::getenv("TFPIPE_PIXEL_PATH");
+    io.table = path == nullptr || std::string(path) != "direct";
 
     auto run = [&](int64_t start, int64_t limit) {
       Scratch s;
@@ -479,6 +589,12 @@ class PixelChainOp : public OpKernel {
         }
       }
       s.block.reset(new float[block]);
+      s.block2.reset(new float[block]);
+      if (!s.zeros) s.zeros.reset(new float[block]());
+      s.table.resize(c * 256);
+      s.table8.resize(c * 256);
+      s.hist.resize(c * 256);
+      s.tmean.resize(c * 256);
       s.mean.reset(new float[block]);
       s.acc.reset(new int32_t[block]);
       s.steps.reserve(kinds_.size());
@@ -505,6 +621,7 @@ class PixelChainOp : public OpKernel {
     uint8_t* out8;
     const float* na;
     const float* nb;
+    bool table;  // the table path may run (TFPIPE_PIXEL_PATH=direct: never)
   };
 
   // Runs steps [from, to) (no contrast among them) on a block of px pixels.
@@ -538,6 +655,117 @@ class PixelChainOp : public OpKernel {
     }
   }
 
+  // The table path: uint8 input and every contrast before the first saturation
+  // (else false: the direct path runs). Up to the first saturation the chain is
+  // per channel, and each op's result is a function of the element's previous value
+  // and of per-image constants (the op's parameter, its channel's mean): so the value
+  // after any of those ops is a function of the input level and the channel alone.
+  // It is computed once per (channel, level) by the direct path's own functions
+  // (Brightness, Contrast, Out: elementwise, the same IEEE operations in the same
+  // order, no FMA) on a [c][256] array, and every element reads it back: the same
+  // bits as computing each element. The contrast means are the direct path's too:
+  // levels, the exact integer sum of the table's values over the image (from the
+  // image's level counts); floats, FoldTree/TreeSums over the same values, gathered
+  // from the table block by block, in the same order. With no saturation left, the
+  // output step (normalize, or the uint8 store) is folded into the table as well,
+  // so the image is read twice (counts or the tree, then the gather) and written once.
+  bool TablePath(const Io& io, Scratch& s, int64_t base, float k) const {
+    const size_t n_steps = s.steps.size();
+    size_t t = 0;
+    while (t < n_steps && s.steps[t].kind != Kind::kSaturation) ++t;
+    for (size_t j = t; j < n_steps; ++j) {
+      if (s.steps[j].kind == Kind::kContrast) return false;
+    }
+    const int64_t n = io.n, c = io.c, lt = c * 256, block = kBlock * c;
+    const bool levels = !to_float_;
+    const uint8_t* src = io.in8 + base;
+    float* tab = s.table.data();
+    // the load: float(level) * k, as LoadU8 (k = 1 for levels: exact)
+    for (int64_t e = 0; e < lt; ++e) tab[e] = static_cast<float>(e & 255) * k;
+    bool counted = false;
+    for (size_t j = 0; j < t; ++j) {
+      const Step& st = s.steps[j];
+      if (st.kind == Kind::kBrightness) {
+        if (levels) {
+          Brightness<true>(tab, lt, st.v * 255.0f);
+        } else {
+          Brightness<false>(tab, lt, st.v);
+        }
+        continue;
+      }
+      // contrast: the channel means of the values so far, as the direct path's pass
+      if (levels) {
+        if (!counted) {
+          std::fill(s.hist.begin(), s.hist.end(), 0);
+          int64_t* hs = s.hist.data();
+          if (c == 3) {
+            for (int64_t i = 0; i < n; ++i) {
+              ++hs[src[3 * i]];
+              ++hs[256 + src[3 * i + 1]];
+              ++hs[512 + src[3 * i + 2]];
+            }
+          } else {
+            for (int64_t e = 0; e < n * c; ++e) ++hs[(e % c) * 256 + src[e]];
+          }
+          counted = true;
+        }
+        for (int64_t ch = 0; ch < c; ++ch) {
+          int64_t sum = 0;
+          for (int v = 0; v < 256; ++v) {
+            sum += s.hist[ch * 256 + v] * static_cast<int64_t>(static_cast<int32_t>(tab[ch * 256 + v]));
+          }
+          s.m[ch] = static_cast<float>(static_cast<double>(sum) * (1.0 / static_cast<double>(n)));
+        }
+      } else {
+        auto gather = [&](float* buf) {
+          return [&, buf](int64_t kb) -> const float* {
+            Gather<float>(src + kb * block, std::min(kBlock, n - kb * kBlock), c, tab, buf);
+            return buf;
+          };
+        };
+        if (TreeHalf(n) >= kBlock) {
+          FoldTreeFrom(n, c, s, gather(s.block.get()), gather(s.block2.get()));
+        } else {
+          Gather<float>(src, n, c, tab, s.image.get());
+          TreeSums(s.image.get(), n, c, s.tree.get(), s.m.data());
+        }
+        for (int64_t ch = 0; ch < c; ++ch) s.m[ch] = s.m[ch] * (1.0f / static_cast<float>(n));
+      }
+      float* mt = s.tmean.data();
+      for (int64_t e = 0; e < lt; ++e) mt[e] = s.m[e / 256];
+      if (levels) {
+        Contrast<true>(tab, lt, mt, st.v);
+      } else {
+        Contrast<false>(tab, lt, mt, st.v);
+      }
+    }
+    if (t < n_steps) {  // saturation (and what follows) on the gathered blocks
+      for (int64_t e0 = 0; e0 < n * c; e0 += block) {
+        const int64_t px = std::min(kBlock, n - e0 / c), len = px * c;
+        Gather<float>(src + e0, px, c, tab, s.block.get());
+        Ops(s, t, n_steps, s.block.get(), px, c);
+        Store(io, s.block.get(), base + e0, len);
+      }
+      return true;
+    }
+    if (!normalize_ && levels) {  // uint8 out: the levels are exact integers
+      for (int64_t e = 0; e < lt; ++e) {
+        s.table8[e] = static_cast<uint8_t>(static_cast<int32_t>(tab[e]));
+      }
+      Gather<uint8_t>(src, n, c, s.table8.data(), io.out8 + base);
+      return true;
+    }
+    if (normalize_) {  // StoreNorm's x * a - b; io.na[ch] is channel ch's constant
+      for (int64_t e = 0; e < lt; ++e) tab[e] = tab[e] * io.na[e / 256] - io.nb[e / 256];
+    }
+    for (int64_t e0 = 0; e0 < n * c; e0 += block) {
+      const int64_t px = std::min(kBlock, n - e0 / c), len = px * c;
+      Gather<float>(src + e0, px, c, tab, s.block.get());
+      StreamCopy(s.block.get(), len, io.outf + base + e0);
+    }
+    return true;
+  }
+
   // One image, by one thread, in a fixed order. The passes: load + the ops before the
   // first contrast; at each contrast (the one barrier: its channel means need every
   // pixel) the means of the whole image, then that contrast + the ops up to the next
@@ -555,6 +783,7 @@ class PixelChainOp : public OpKernel {
     const size_t n_steps = s.steps.size();
     // load: tf.cast(x, float32) * (1 / 255) (float chain) or the uint8 levels as floats
     const float k = to_float_ ? static_cast<float>(1.0 / 255.0) : 1.0f;
+    if (io.in8 != nullptr && io.table && TablePath(io, s, base, k)) return;
     if (n_steps == 0 && normalize_ && io.in8 != nullptr) {  // normalize alone: one pass
       for (int64_t e0 = 0; e0 < n * c; e0 += block) {
         const int64_t len = std::min(block, n * c - e0);
@@ -631,6 +860,15 @@ class PixelChainOp : public OpKernel {
   // the last block. Block k < nb / 2 is all pixels (k * kBlock < p / 2 < n); its partner
   // k + nb / 2 may be partly or wholly padding, the zeros added as TreeSums adds them.
   void FoldTree(int64_t n, int64_t c, Scratch& s) const {
+    const int64_t block = kBlock * c;
+    FoldTreeFrom(n, c, s, [&](int64_t k) -> const float* { return s.image.get() + k * block; },
+                 [&](int64_t k) -> const float* { return s.image.get() + k * block; });
+  }
+
+  // FoldTree over blocks from src(k) (block k < nb / 2, whole) and src2(k) (its
+  // partner, maybe partial): the image in L2, or the table path's gathers.
+  template <class Src, class Src2>
+  void FoldTreeFrom(int64_t n, int64_t c, Scratch& s, Src src, Src2 src2) const {
     const int64_t block = kBlock * c, nb = 2 * TreeHalf(n) / kBlock;
     int bits = 0;
     while ((int64_t{1} << bits) < nb) ++bits;
@@ -639,12 +877,12 @@ class PixelChainOp : public OpKernel {
     for (int64_t t = 0; t < nb; t += 2) {
       int64_t k = 0;  // bit reversal of t
       for (int b = 0; b < bits; ++b) k |= ((t >> b) & 1) << (bits - 1 - b);
-      const float* x = s.image.get() + k * block;
+      const float* x = src(k);
       const int64_t k2 = k + nb / 2;
       float* top = slot(depth);
       int64_t real = 0;  // elements of block k2 that are pixels
       if (k2 * kBlock < n) {
-        const float* x2 = s.image.get() + k2 * block;
+        const float* x2 = src2(k2);
         real = std::min(kBlock, n - k2 * kBlock) * c;
         AddTo(top, x, x2, real);
       }
