@@ -20,7 +20,8 @@ Per variant: wall ms/img (min, median over rounds; each round = `--calls` calls)
 and CPU ms/img (process_time: all threads), and minor page faults per image
 (a fresh float32 batch above glibc's mmap threshold faults in every page). `--threads` sets TF's intra-op pool
 (the op shards images over it). Run the same command against two trees
-(PYTHONPATH=...) back to back to compare kernels; the floors are the common
+(PYTHONPATH=...) back to back to compare kernels, and with TFPIPE_NATIVE_ISA=baseline
+for the SSE2 loops; the floors are the common
 denominator. `--check FILE` saves (or, when FILE exists, compares) the outputs'
 bytes, so two trees can be shown to agree bit for bit.
 """
@@ -53,8 +54,6 @@ def main() -> None:
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--check", type=Path, default=None)
     p.add_argument("--only", action="append", default=[])
-    p.add_argument("--paths", action="store_true",
-                   help="also time each chain with TFPIPE_PIXEL_PATH=direct (the table path off)")
     a = p.parse_args()
 
     import tensorflow as tf
@@ -103,17 +102,6 @@ def main() -> None:
                                       gated=[True, True]),
     }
     del true2
-    if a.paths:  # the same kernels with the table path off, alternating in this process
-        def direct(fn):
-            def run():
-                os.environ["TFPIPE_PIXEL_PATH"] = "direct"
-                try:
-                    return fn()
-                finally:
-                    del os.environ["TFPIPE_PIXEL_PATH"]
-            return run
-        for name in [k for k in variants if not k.endswith("(floor)") and "tf.cast" not in k]:
-            variants[name + " [direct]"] = direct(variants[name])
     if a.only:
         variants = {k: v for k, v in variants.items() if any(o in k for o in a.only)}
     results: dict[str, tuple[list[float], list[float]]] = {k: ([], []) for k in variants}
@@ -125,9 +113,7 @@ def main() -> None:
             f0 = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
             t0, c0 = time.perf_counter(), time.process_time()
             for _ in range(a.calls):
-                out = fn()
-                if hasattr(out, "numpy"):
-                    out = out.numpy()  # nothing lazy is left uncounted
+                out = fn()  # eager CPU ops are done when they return
             wall = (time.perf_counter() - t0) / (a.calls * b) * 1e3
             cpu = (time.process_time() - c0) / (a.calls * b) * 1e3
             faults[name].append((resource.getrusage(resource.RUSAGE_SELF).ru_minflt - f0)

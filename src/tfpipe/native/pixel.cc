@@ -41,19 +41,17 @@
 #include <cstdlib>
 #include <cstring>
 #include <memory>
-#include <mutex>
 #include <string>
-#include <unordered_map>
 #include <vector>
 
 #if defined(__SSE2__)
 #include <emmintrin.h>
+#include <immintrin.h>
 #endif
 
 #include "tensorflow/core/framework/op.h"
 #include "tensorflow/core/framework/op_kernel.h"
 #include "tensorflow/core/framework/shape_inference.h"
-#include "tensorflow/core/platform/mem.h"
 #include "tensorflow/core/util/work_sharder.h"
 
 using namespace tensorflow;  // NOLINT(build/namespaces)
@@ -124,6 +122,168 @@ inline __m128 Out4(__m128 v) {
 }
 #endif
 
+// ---------------------------------------------------------------------------- AVX
+// The hot loops again on 8 lanes (AVX: 256-bit float ops; its integer ops stay 128
+// bits, so the uint8 widening is SSE2's, joined into 256 bits). Each lane is the same
+// IEEE operation as the SSE2/scalar loop (no FMA: -ffp-contract=off and no "fma"
+// target; vminps/vmaxps select exactly as minps/maxps), so the bits do not depend on
+// which runs. Picked once per process (PixAvx); TFPIPE_NATIVE_ISA=baseline forces
+// the SSE2 loops, as ops.cc's dispatch does.
+#if defined(__x86_64__) && defined(__GNUC__) && defined(__SSE2__)
+#define TFPIPE_PIX_AVX 1
+#define PIX_AVX __attribute__((target("avx")))
+
+bool PixAvx() {
+  static const bool use = [] {
+    const char* isa = std::getenv("TFPIPE_NATIVE_ISA");
+    if (isa != nullptr && std::string(isa) == "baseline") return false;
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx") != 0;
+  }();
+  return use;
+}
+
+PIX_AVX inline __m256 Clip8(__m256 v, __m256 lo, __m256 hi) {
+  return _mm256_max_ps(_mm256_min_ps(v, hi), lo);
+}
+
+template <bool kLevels>
+PIX_AVX inline __m256 Out8(__m256 v) {
+  if (!kLevels) return Clip8(v, _mm256_setzero_ps(), _mm256_set1_ps(1.0f));
+  const __m256 big = _mm256_set1_ps(8388608.0f);
+  return _mm256_sub_ps(_mm256_add_ps(Clip8(v, _mm256_setzero_ps(), _mm256_set1_ps(255.0f)), big),
+                       big);
+}
+
+// 16 uint8 -> two 8-lane float vectors (exact: zero-extend, cvtdq2ps)
+PIX_AVX inline void Widen16(const uint8_t* src, __m256* f0, __m256* f1) {
+  const __m128i z = _mm_setzero_si128();
+  const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src));
+  const __m128i lo = _mm_unpacklo_epi8(v, z), hi = _mm_unpackhi_epi8(v, z);
+  *f0 = _mm256_cvtepi32_ps(_mm256_insertf128_si256(
+      _mm256_castsi128_si256(_mm_unpacklo_epi16(lo, z)), _mm_unpackhi_epi16(lo, z), 1));
+  *f1 = _mm256_cvtepi32_ps(_mm256_insertf128_si256(
+      _mm256_castsi128_si256(_mm_unpacklo_epi16(hi, z)), _mm_unpackhi_epi16(hi, z), 1));
+}
+
+PIX_AVX void LoadU8Avx(const uint8_t* __restrict src, int64_t len, float k, float* __restrict x) {
+  int64_t e = 0;
+  const __m256 k8 = _mm256_set1_ps(k);
+  for (; e + 16 <= len; e += 16) {
+    __m256 f0, f1;
+    Widen16(src + e, &f0, &f1);
+    _mm256_storeu_ps(x + e, _mm256_mul_ps(f0, k8));
+    _mm256_storeu_ps(x + e + 8, _mm256_mul_ps(f1, k8));
+  }
+  for (; e < len; ++e) x[e] = static_cast<float>(src[e]) * k;
+}
+
+// the load and a first brightness in one loop: Out(float(src[e]) * k + d)
+template <bool kLevels>
+PIX_AVX void LoadBrightU8Avx(const uint8_t* __restrict src, int64_t len, float k, float d,
+                             float* __restrict x) {
+  int64_t e = 0;
+  const __m256 k8 = _mm256_set1_ps(k), d8 = _mm256_set1_ps(d);
+  for (; e + 16 <= len; e += 16) {
+    __m256 f0, f1;
+    Widen16(src + e, &f0, &f1);
+    _mm256_storeu_ps(x + e, Out8<kLevels>(_mm256_add_ps(_mm256_mul_ps(f0, k8), d8)));
+    _mm256_storeu_ps(x + e + 8, Out8<kLevels>(_mm256_add_ps(_mm256_mul_ps(f1, k8), d8)));
+  }
+  for (; e < len; ++e) x[e] = Out<kLevels>(static_cast<float>(src[e]) * k + d);
+}
+
+template <bool kScale>
+PIX_AVX void LoadNormU8Avx(const uint8_t* __restrict src, int64_t len, float k,
+                           const float* __restrict a, const float* __restrict b,
+                           float* __restrict dst) {
+  int64_t e = 0;
+  const __m256 k8 = _mm256_set1_ps(k);
+  for (; e + 16 <= len; e += 16) {
+    __m256 f0, f1;
+    Widen16(src + e, &f0, &f1);
+    if (kScale) {
+      f0 = _mm256_mul_ps(f0, k8);
+      f1 = _mm256_mul_ps(f1, k8);
+    }
+    _mm256_storeu_ps(dst + e, _mm256_sub_ps(_mm256_mul_ps(f0, _mm256_loadu_ps(a + e)),
+                                            _mm256_loadu_ps(b + e)));
+    _mm256_storeu_ps(dst + e + 8, _mm256_sub_ps(_mm256_mul_ps(f1, _mm256_loadu_ps(a + e + 8)),
+                                                _mm256_loadu_ps(b + e + 8)));
+  }
+  for (; e < len; ++e) {
+    float f = static_cast<float>(src[e]);
+    if (kScale) f = f * k;
+    dst[e] = f * a[e] - b[e];
+  }
+}
+
+template <bool kLevels>
+PIX_AVX void BrightnessAvx(float* __restrict x, int64_t len, float d) {
+  int64_t e = 0;
+  const __m256 d8 = _mm256_set1_ps(d);
+  for (; e + 8 <= len; e += 8) {
+    _mm256_storeu_ps(x + e, Out8<kLevels>(_mm256_add_ps(_mm256_loadu_ps(x + e), d8)));
+  }
+  for (; e < len; ++e) x[e] = Out<kLevels>(x[e] + d);
+}
+
+// (x - m) * f + m, clipped; then, with kNorm, StoreNorm's x * a - b into dst
+// (streaming) instead of back into x: the last pass's contrast and store in one loop
+template <bool kLevels, bool kNorm>
+PIX_AVX void ContrastAvx(float* __restrict x, int64_t len, const float* __restrict m, float f,
+                         const float* __restrict a, const float* __restrict b,
+                         float* __restrict dst) {
+  int64_t e = 0;
+  const __m256 f8 = _mm256_set1_ps(f);
+  auto one = [&](int64_t i) {
+    const float y = Out<kLevels>((x[i] - m[i]) * f + m[i]);
+    if (kNorm) {
+      dst[i] = y * a[i] - b[i];
+    } else {
+      x[i] = y;
+    }
+  };
+  if (kNorm) {
+    for (; e < len && (reinterpret_cast<uintptr_t>(dst + e) & 31) != 0; ++e) one(e);
+  }
+  for (; e + 8 <= len; e += 8) {
+    const __m256 m8 = _mm256_loadu_ps(m + e);
+    const __m256 y = Out8<kLevels>(
+        _mm256_add_ps(_mm256_mul_ps(_mm256_sub_ps(_mm256_loadu_ps(x + e), m8), f8), m8));
+    if (kNorm) {
+      _mm256_stream_ps(dst + e, _mm256_sub_ps(_mm256_mul_ps(y, _mm256_loadu_ps(a + e)),
+                                              _mm256_loadu_ps(b + e)));
+    } else {
+      _mm256_storeu_ps(x + e, y);
+    }
+  }
+  for (; e < len; ++e) one(e);
+}
+
+PIX_AVX void StoreNormAvx(const float* __restrict x, int64_t len, const float* __restrict a,
+                          const float* __restrict b, float* __restrict dst) {
+  int64_t e = 0;
+  for (; e < len && (reinterpret_cast<uintptr_t>(dst + e) & 31) != 0; ++e) {
+    dst[e] = x[e] * a[e] - b[e];
+  }
+  for (; e + 8 <= len; e += 8) {
+    _mm256_stream_ps(dst + e, _mm256_sub_ps(_mm256_mul_ps(_mm256_loadu_ps(x + e),
+                                                          _mm256_loadu_ps(a + e)),
+                                            _mm256_loadu_ps(b + e)));
+  }
+  for (; e < len; ++e) dst[e] = x[e] * a[e] - b[e];
+}
+
+PIX_AVX void AddToAvx(float* dst, const float* a, const float* b, int64_t len) {
+  int64_t j = 0;
+  for (; j + 8 <= len; j += 8) {
+    _mm256_storeu_ps(dst + j, _mm256_add_ps(_mm256_loadu_ps(a + j), _mm256_loadu_ps(b + j)));
+  }
+  for (; j < len; ++j) dst[j] = a[j] + b[j];
+}
+#endif
+
 // Pixels per block. Every pass works block by block on interleaved values
 // (channel = element index % c, as in the tensor), so a block's floats stay in L1
 // while the ops between two barriers run over it one after the other.
@@ -131,6 +291,9 @@ constexpr int64_t kBlock = 256;
 
 // x[e] = float(src[e]) * k (k = 1/255, or 1 for levels: x * 1 is exact)
 void LoadU8(const uint8_t* __restrict src, int64_t len, float k, float* __restrict x) {
+#ifdef TFPIPE_PIX_AVX
+  if (PixAvx()) return LoadU8Avx(src, len, k, x);
+#endif
   int64_t e = 0;
 #if defined(__SSE2__)
   // SSE2 has no pmovzx: zero-extend by unpacking with zeros, then cvtdq2ps (exact)
@@ -153,6 +316,9 @@ void LoadU8(const uint8_t* __restrict src, int64_t len, float k, float* __restri
 template <bool kScale>
 void LoadNormU8(const uint8_t* __restrict src, int64_t len, float k, const float* __restrict a,
                 const float* __restrict b, float* __restrict dst) {
+#ifdef TFPIPE_PIX_AVX
+  if (PixAvx()) return LoadNormU8Avx<kScale>(src, len, k, a, b, dst);
+#endif
   int64_t e = 0;
 #if defined(__SSE2__)
   const __m128i z = _mm_setzero_si128();
@@ -183,6 +349,9 @@ void LoadNormU8(const uint8_t* __restrict src, int64_t len, float k, const float
 // normalize: dst[e] = x[e] * a[e] - b[e] (a, b: the per-channel constants of a block)
 void StoreNorm(const float* __restrict x, int64_t len, const float* __restrict a,
                const float* __restrict b, float* __restrict dst) {
+#ifdef TFPIPE_PIX_AVX
+  if (PixAvx()) return StoreNormAvx(x, len, a, b, dst);
+#endif
   int64_t e = 0;
 #if defined(__SSE2__)
   // streaming stores (a float batch is larger than the caches; no read of the lines
@@ -230,6 +399,9 @@ void AccInt(const float* __restrict x, int64_t len, int32_t* __restrict acc) {
 // brightness: x + d, clipped (levels: rounded first)
 template <bool kLevels>
 void Brightness(float* __restrict x, int64_t len, float d) {
+#ifdef TFPIPE_PIX_AVX
+  if (PixAvx()) return BrightnessAvx<kLevels>(x, len, d);
+#endif
   int64_t e = 0;
 #if defined(__SSE2__)
   const __m128 d4 = _mm_set1_ps(d);
@@ -242,6 +414,9 @@ void Brightness(float* __restrict x, int64_t len, float d) {
 // element e's channel
 template <bool kLevels>
 void Contrast(float* __restrict x, int64_t len, const float* __restrict m, float f) {
+#ifdef TFPIPE_PIX_AVX
+  if (PixAvx()) return ContrastAvx<kLevels, false>(x, len, m, f, nullptr, nullptr, nullptr);
+#endif
   int64_t e = 0;
 #if defined(__SSE2__)
   const __m128 f4 = _mm_set1_ps(f);
@@ -311,8 +486,12 @@ void Saturation3(float* __restrict x, int64_t px, float f) {
   }
 }
 
+
 // dst[j] = a[j] + b[j]; dst may be a (each lane reads before it writes; b is disjoint)
 void AddTo(float* dst, const float* a, const float* b, int64_t len) {
+#ifdef TFPIPE_PIX_AVX
+  if (PixAvx()) return AddToAvx(dst, a, b, len);
+#endif
   int64_t j = 0;
 #if defined(__SSE2__)
   for (; j + 4 <= len; j += 4) {
@@ -349,98 +528,6 @@ void TreeSums(const float* v, int64_t n, int64_t c, float* t, float* sums) {
   for (int64_t ch = 0; ch < c; ++ch) sums[ch] = t[ch];
 }
 
-// dst[e] = x[e], streaming stores from dst's first 16-byte boundary (as StoreNorm)
-void StreamCopy(const float* __restrict x, int64_t len, float* __restrict dst) {
-  int64_t e = 0;
-#if defined(__SSE2__)
-  for (; e < len && (reinterpret_cast<uintptr_t>(dst + e) & 15) != 0; ++e) dst[e] = x[e];
-  for (; e + 4 <= len; e += 4) _mm_stream_ps(dst + e, _mm_loadu_ps(x + e));
-#endif
-  for (; e < len; ++e) dst[e] = x[e];
-}
-
-// The table path's gathers: element e (channel e % c, counted from a pixel's first
-// channel) is t[(e % c) * 256 + src[e]], t a channel-major table [c][256]. Moves only.
-template <typename T>
-void Gather(const uint8_t* __restrict src, int64_t px, int64_t c, const T* __restrict t,
-            T* __restrict dst) {
-  if (c == 3) {
-    const T *t0 = t, *t1 = t + 256, *t2 = t + 512;
-    for (int64_t i = 0; i < px; ++i, src += 3, dst += 3) {
-      dst[0] = t0[src[0]];
-      dst[1] = t1[src[1]];
-      dst[2] = t2[src[2]];
-    }
-  } else if (c == 1) {
-    for (int64_t i = 0; i < px; ++i) dst[i] = t[src[i]];
-  } else {
-    for (int64_t i = 0; i < px; ++i, src += c, dst += c) {
-      for (int64_t ch = 0; ch < c; ++ch) dst[ch] = t[ch * 256 + src[ch]];
-    }
-  }
-}
-
-// Where the op's large float outputs live: freed buffers are kept (up to kKeep bytes)
-// and handed out again for the same size. A float32 batch (38.5 MB at 64x224x224x3) is
-// above glibc's largest mmap threshold (32 MB), so the default allocator maps fresh
-// pages for every batch and the kernel faults in and zeroes each of them: measured
-// here as much as the whole float32 write (benchmarks/writeout_bench.py). Reused
-// pages are already mapped. Only where memory comes from changes, never a value.
-class PixelOutBuffers : public Allocator {
- public:
-  static constexpr size_t kMin = size_t{1} << 20;   // smaller outputs: TF's allocator
-  static constexpr size_t kKeep = size_t{256} << 20;  // freed bytes kept at most
-  static PixelOutBuffers* Get() {
-    static PixelOutBuffers* a = new PixelOutBuffers;  // never destroyed: tensors outlive ops
-    return a;
-  }
-  std::string Name() override { return "tfpipe_pixel_out"; }
-  void* AllocateRaw(size_t alignment, size_t num_bytes) override {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      for (size_t i = 0; i < free_.size(); ++i) {
-        if (free_[i].second == num_bytes) {
-          void* p = free_[i].first;
-          free_[i] = free_.back();
-          free_.pop_back();
-          kept_ -= num_bytes;
-          return p;
-        }
-      }
-    }
-    void* p = port::AlignedMalloc(num_bytes, static_cast<int>(std::max<size_t>(alignment, 64)));
-    if (p != nullptr) {
-      std::lock_guard<std::mutex> lock(mu_);
-      size_[p] = num_bytes;
-    }
-    return p;
-  }
-  void DeallocateRaw(void* ptr) override {
-    if (ptr == nullptr) return;
-    std::vector<void*> drop;
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      const size_t bytes = size_[ptr];
-      free_.emplace_back(ptr, bytes);
-      kept_ += bytes;
-      // keep the newest: free the oldest buffers beyond the budget
-      while (kept_ > kKeep && !free_.empty()) {
-        drop.push_back(free_.front().first);
-        kept_ -= free_.front().second;
-        size_.erase(free_.front().first);
-        free_.erase(free_.begin());
-      }
-    }
-    for (void* p : drop) port::AlignedFree(p);
-  }
-
- private:
-  std::mutex mu_;
-  std::vector<std::pair<void*, size_t>> free_;
-  std::unordered_map<void*, size_t> size_;
-  size_t kept_ = 0;
-};
-
 struct Step {
   Kind kind;
   float v;
@@ -454,11 +541,6 @@ struct Scratch {
   std::unique_ptr<float[]> mean;   // kBlock * c: the contrast means, per element of a block
   std::unique_ptr<int32_t[]> acc;  // kBlock * c: the levels sums, per element of a block
   std::unique_ptr<float[]> zeros;  // kBlock * c zeros: the tree's padding
-  std::unique_ptr<float[]> block2;  // kBlock * c: the table path's second tree block
-  std::vector<float> table;         // c * 256: the table path's chain so far, [c][256]
-  std::vector<uint8_t> table8;      // c * 256: its uint8 levels output
-  std::vector<int64_t> hist;        // c * 256: the image's level counts (levels means)
-  std::vector<float> tmean;         // c * 256: a contrast's means laid out as the table
   std::vector<Step> steps;
   std::vector<float> m;
   std::vector<int64_t> sums;
@@ -533,15 +615,7 @@ class PixelChainOp : public OpKernel {
                                           " values, got ", mean_.size()));
     }
     Tensor* out = nullptr;
-    const bool float_out = normalize_ || to_float_;
-    const char* alloc_env = std::getenv("TFPIPE_PIXEL_ALLOC");  // EXPERIMENT
-    if (float_out && images.NumElements() * sizeof(float) >= PixelOutBuffers::kMin &&
-        (alloc_env == nullptr || std::string(alloc_env) != "tf")) {
-      ctx->set_output(0, Tensor(PixelOutBuffers::Get(), DT_FLOAT, images.shape()));
-      out = ctx->mutable_output(0);
-    } else {
-      OP_REQUIRES_OK(ctx, ctx->allocate_output(0, images.shape(), &out));
-    }
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(0, images.shape(), &out));
     const int64_t n = h * w;
     if (b == 0 || n == 0 || c == 0) return;
 
@@ -568,12 +642,11 @@ class PixelChainOp : public OpKernel {
     io.app = apply.flat<bool>().data();
     io.in8 = float_in_ ? nullptr : images.flat<uint8_t>().data();
     io.inf = float_in_ ? images.flat<float>().data() : nullptr;
+    const bool float_out = normalize_ || to_float_;
     io.outf = float_out ? out->flat<float>().data() : nullptr;
     io.out8 = float_out ? nullptr : out->flat<uint8_t>().data();
     io.na = na.data();
     io.nb = nb.data();
-    const char* path = std::getenv("TFPIPE_PIXEL_PATH");
-    io.table = path == nullptr || std::string(path) != "direct";
 
     auto run = [&](int64_t start, int64_t limit) {
       Scratch s;
@@ -589,12 +662,6 @@ class PixelChainOp : public OpKernel {
         }
       }
       s.block.reset(new float[block]);
-      s.block2.reset(new float[block]);
-      if (!s.zeros) s.zeros.reset(new float[block]());
-      s.table.resize(c * 256);
-      s.table8.resize(c * 256);
-      s.hist.resize(c * 256);
-      s.tmean.resize(c * 256);
       s.mean.reset(new float[block]);
       s.acc.reset(new int32_t[block]);
       s.steps.reserve(kinds_.size());
@@ -621,7 +688,6 @@ class PixelChainOp : public OpKernel {
     uint8_t* out8;
     const float* na;
     const float* nb;
-    bool table;  // the table path may run (TFPIPE_PIXEL_PATH=direct: never)
   };
 
   // Runs steps [from, to) (no contrast among them) on a block of px pixels.
@@ -655,117 +721,6 @@ class PixelChainOp : public OpKernel {
     }
   }
 
-  // The table path: uint8 input and every contrast before the first saturation
-  // (else false: the direct path runs). Up to the first saturation the chain is
-  // per channel, and each op's result is a function of the element's previous value
-  // and of per-image constants (the op's parameter, its channel's mean): so the value
-  // after any of those ops is a function of the input level and the channel alone.
-  // It is computed once per (channel, level) by the direct path's own functions
-  // (Brightness, Contrast, Out: elementwise, the same IEEE operations in the same
-  // order, no FMA) on a [c][256] array, and every element reads it back: the same
-  // bits as computing each element. The contrast means are the direct path's too:
-  // levels, the exact integer sum of the table's values over the image (from the
-  // image's level counts); floats, FoldTree/TreeSums over the same values, gathered
-  // from the table block by block, in the same order. With no saturation left, the
-  // output step (normalize, or the uint8 store) is folded into the table as well,
-  // so the image is read twice (counts or the tree, then the gather) and written once.
-  bool TablePath(const Io& io, Scratch& s, int64_t base, float k) const {
-    const size_t n_steps = s.steps.size();
-    size_t t = 0;
-    while (t < n_steps && s.steps[t].kind != Kind::kSaturation) ++t;
-    for (size_t j = t; j < n_steps; ++j) {
-      if (s.steps[j].kind == Kind::kContrast) return false;
-    }
-    const int64_t n = io.n, c = io.c, lt = c * 256, block = kBlock * c;
-    const bool levels = !to_float_;
-    const uint8_t* src = io.in8 + base;
-    float* tab = s.table.data();
-    // the load: float(level) * k, as LoadU8 (k = 1 for levels: exact)
-    for (int64_t e = 0; e < lt; ++e) tab[e] = static_cast<float>(e & 255) * k;
-    bool counted = false;
-    for (size_t j = 0; j < t; ++j) {
-      const Step& st = s.steps[j];
-      if (st.kind == Kind::kBrightness) {
-        if (levels) {
-          Brightness<true>(tab, lt, st.v * 255.0f);
-        } else {
-          Brightness<false>(tab, lt, st.v);
-        }
-        continue;
-      }
-      // contrast: the channel means of the values so far, as the direct path's pass
-      if (levels) {
-        if (!counted) {
-          std::fill(s.hist.begin(), s.hist.end(), 0);
-          int64_t* hs = s.hist.data();
-          if (c == 3) {
-            for (int64_t i = 0; i < n; ++i) {
-              ++hs[src[3 * i]];
-              ++hs[256 + src[3 * i + 1]];
-              ++hs[512 + src[3 * i + 2]];
-            }
-          } else {
-            for (int64_t e = 0; e < n * c; ++e) ++hs[(e % c) * 256 + src[e]];
-          }
-          counted = true;
-        }
-        for (int64_t ch = 0; ch < c; ++ch) {
-          int64_t sum = 0;
-          for (int v = 0; v < 256; ++v) {
-            sum += s.hist[ch * 256 + v] * static_cast<int64_t>(static_cast<int32_t>(tab[ch * 256 + v]));
-          }
-          s.m[ch] = static_cast<float>(static_cast<double>(sum) * (1.0 / static_cast<double>(n)));
-        }
-      } else {
-        auto gather = [&](float* buf) {
-          return [&, buf](int64_t kb) -> const float* {
-            Gather<float>(src + kb * block, std::min(kBlock, n - kb * kBlock), c, tab, buf);
-            return buf;
-          };
-        };
-        if (TreeHalf(n) >= kBlock) {
-          FoldTreeFrom(n, c, s, gather(s.block.get()), gather(s.block2.get()));
-        } else {
-          Gather<float>(src, n, c, tab, s.image.get());
-          TreeSums(s.image.get(), n, c, s.tree.get(), s.m.data());
-        }
-        for (int64_t ch = 0; ch < c; ++ch) s.m[ch] = s.m[ch] * (1.0f / static_cast<float>(n));
-      }
-      float* mt = s.tmean.data();
-      for (int64_t e = 0; e < lt; ++e) mt[e] = s.m[e / 256];
-      if (levels) {
-        Contrast<true>(tab, lt, mt, st.v);
-      } else {
-        Contrast<false>(tab, lt, mt, st.v);
-      }
-    }
-    if (t < n_steps) {  // saturation (and what follows) on the gathered blocks
-      for (int64_t e0 = 0; e0 < n * c; e0 += block) {
-        const int64_t px = std::min(kBlock, n - e0 / c), len = px * c;
-        Gather<float>(src + e0, px, c, tab, s.block.get());
-        Ops(s, t, n_steps, s.block.get(), px, c);
-        Store(io, s.block.get(), base + e0, len);
-      }
-      return true;
-    }
-    if (!normalize_ && levels) {  // uint8 out: the levels are exact integers
-      for (int64_t e = 0; e < lt; ++e) {
-        s.table8[e] = static_cast<uint8_t>(static_cast<int32_t>(tab[e]));
-      }
-      Gather<uint8_t>(src, n, c, s.table8.data(), io.out8 + base);
-      return true;
-    }
-    if (normalize_) {  // StoreNorm's x * a - b; io.na[ch] is channel ch's constant
-      for (int64_t e = 0; e < lt; ++e) tab[e] = tab[e] * io.na[e / 256] - io.nb[e / 256];
-    }
-    for (int64_t e0 = 0; e0 < n * c; e0 += block) {
-      const int64_t px = std::min(kBlock, n - e0 / c), len = px * c;
-      Gather<float>(src + e0, px, c, tab, s.block.get());
-      StreamCopy(s.block.get(), len, io.outf + base + e0);
-    }
-    return true;
-  }
-
   // One image, by one thread, in a fixed order. The passes: load + the ops before the
   // first contrast; at each contrast (the one barrier: its channel means need every
   // pixel) the means of the whole image, then that contrast + the ops up to the next
@@ -783,7 +738,6 @@ class PixelChainOp : public OpKernel {
     const size_t n_steps = s.steps.size();
     // load: tf.cast(x, float32) * (1 / 255) (float chain) or the uint8 levels as floats
     const float k = to_float_ ? static_cast<float>(1.0 / 255.0) : 1.0f;
-    if (io.in8 != nullptr && io.table && TablePath(io, s, base, k)) return;
     if (n_steps == 0 && normalize_ && io.in8 != nullptr) {  // normalize alone: one pass
       for (int64_t e0 = 0; e0 < n * c; e0 += block) {
         const int64_t len = std::min(block, n * c - e0);
@@ -804,11 +758,36 @@ class PixelChainOp : public OpKernel {
     // whose channel means it leaves in s.m.
     auto pass = [&](int64_t j, size_t from, size_t to) {
       const bool last = to == n_steps;
+      bool fuse_bright = false;
+#ifdef TFPIPE_PIX_AVX
+      fuse_bright = j < 0 && io.in8 != nullptr && from < to &&
+                    s.steps[from].kind == Kind::kBrightness && PixAvx();
+#endif
       auto run = [&](int64_t i0) {  // the block of pixels [i0, i0 + kBlock)
         const int64_t px = std::min(kBlock, n - i0), e0 = i0 * c, len = px * c;
         float* x = barrier ? s.image.get() + e0 : s.block.get();
+#ifdef TFPIPE_PIX_AVX
+        // the last pass is this contrast alone, then normalize: one loop, x to the output
+        if (j >= 0 && last && from == to && normalize_ && PixAvx()) {
+          if (levels) {
+            ContrastAvx<true, true>(x, len, s.mean.get(), s.steps[j].v, io.na, io.nb,
+                                    io.outf + base + e0);
+          } else {
+            ContrastAvx<false, true>(x, len, s.mean.get(), s.steps[j].v, io.na, io.nb,
+                                     io.outf + base + e0);
+          }
+          return;
+        }
+#endif
         if (j < 0 && io.inf != nullptr) {
           std::memcpy(x, io.inf + base + e0, len * sizeof(float));
+        } else if (j < 0 && fuse_bright) {  // the load and the first op, a brightness
+          const float d = s.steps[from].v;
+          if (levels) {
+            LoadBrightU8Avx<true>(io.in8 + base + e0, len, k, d * 255.0f, x);
+          } else {
+            LoadBrightU8Avx<false>(io.in8 + base + e0, len, k, d, x);
+          }
         } else if (j < 0) {
           LoadU8(io.in8 + base + e0, len, k, x);
         } else if (levels) {
@@ -816,7 +795,7 @@ class PixelChainOp : public OpKernel {
         } else {
           Contrast<false>(x, len, s.mean.get(), s.steps[j].v);
         }
-        Ops(s, from, to, x, px, c);
+        Ops(s, from + (j < 0 && fuse_bright ? 1 : 0), to, x, px, c);
         if (last) {
           Store(io, x, base + e0, len);
         } else if (levels) {
@@ -860,15 +839,6 @@ class PixelChainOp : public OpKernel {
   // the last block. Block k < nb / 2 is all pixels (k * kBlock < p / 2 < n); its partner
   // k + nb / 2 may be partly or wholly padding, the zeros added as TreeSums adds them.
   void FoldTree(int64_t n, int64_t c, Scratch& s) const {
-    const int64_t block = kBlock * c;
-    FoldTreeFrom(n, c, s, [&](int64_t k) -> const float* { return s.image.get() + k * block; },
-                 [&](int64_t k) -> const float* { return s.image.get() + k * block; });
-  }
-
-  // FoldTree over blocks from src(k) (block k < nb / 2, whole) and src2(k) (its
-  // partner, maybe partial): the image in L2, or the table path's gathers.
-  template <class Src, class Src2>
-  void FoldTreeFrom(int64_t n, int64_t c, Scratch& s, Src src, Src2 src2) const {
     const int64_t block = kBlock * c, nb = 2 * TreeHalf(n) / kBlock;
     int bits = 0;
     while ((int64_t{1} << bits) < nb) ++bits;
@@ -877,12 +847,12 @@ class PixelChainOp : public OpKernel {
     for (int64_t t = 0; t < nb; t += 2) {
       int64_t k = 0;  // bit reversal of t
       for (int b = 0; b < bits; ++b) k |= ((t >> b) & 1) << (bits - 1 - b);
-      const float* x = src(k);
+      const float* x = s.image.get() + k * block;
       const int64_t k2 = k + nb / 2;
       float* top = slot(depth);
       int64_t real = 0;  // elements of block k2 that are pixels
       if (k2 * kBlock < n) {
-        const float* x2 = src2(k2);
+        const float* x2 = s.image.get() + k2 * block;
         real = std::min(kBlock, n - k2 * kBlock) * c;
         AddTo(top, x, x2, real);
       }
