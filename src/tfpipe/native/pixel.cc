@@ -26,14 +26,21 @@
 //
 // Layout: each image is processed in blocks of kBlock pixels, interleaved as in the
 // tensor (element e is channel e % c; per-channel constants are laid out per
-// element of a block), with SSE2 loops (x86-64 baseline, no dispatch; each lane is
-// the scalar loop's IEEE operation). The only barrier is contrast's channel mean, so
-// a chain runs as one pass per contrast + 1: load + the ops before the first
-// contrast; then each contrast + the ops up to the next one; the last pass writes
-// the output (streaming stores for float32). The ops between two barriers run over
+// element of a block), with SSE2 loops (x86-64 baseline) and, picked once per process
+// where the CPU has it, AVX loops (8 lanes; TFPIPE_NATIVE_ISA=baseline forces SSE2);
+// each lane is the scalar loop's IEEE operation. The only barrier is contrast's
+// channel mean, so a chain runs as one pass per contrast + 1: load + the ops before
+// the first contrast; then each contrast + the ops up to the next one; the last pass
+// writes the output (streaming stores for float32). The ops between two barriers run over
 // one block while it is in L1. A pass before a contrast keeps the image's values
 // (n * c floats, in L2 at 224x224) and their means: levels as exact int32 sums per
 // element of a block, floats as the tree computed block-wise from L2 (FoldTree).
+// With AVX the load and a first brightness are one loop, and so are a last pass's
+// contrast and normalize (no other op between them): the same operations, fewer
+// loads and stores. Measured and NOT used (benchmarks/writeout_bench.py,
+// docs/performance.md): per-image [c][256] tables of the chain (bit-identical, but
+// without a vector gather the lookups cost more than the SSE2 arithmetic), and
+// reusing freed output buffers (TF's allocator already does; no page faults).
 
 #include <algorithm>
 #include <cmath>
