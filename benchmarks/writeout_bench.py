@@ -79,7 +79,6 @@ def main() -> None:
     f32 = imgs.astype(np.float32) / 255
     dst = np.empty_like(f32)
     norm = fast.normalizer(MEAN, STD)
-    true2 = tf.ones([b, 2], tf.bool)
     half2 = tf.constant(rng.uniform(size=(b, 2)) < 0.5)
 
     def chain(ops, to_float=True, normalize=True, apply=None, gated=None):
@@ -101,7 +100,6 @@ def main() -> None:
         "b + c (p 0.5) + norm": chain(["brightness", "contrast"], apply=half2,
                                       gated=[True, True]),
     }
-    del true2
     if a.only:
         variants = {k: v for k, v in variants.items() if any(o in k for o in a.only)}
     results: dict[str, tuple[list[float], list[float]]] = {k: ([], []) for k in variants}
