@@ -16,12 +16,13 @@ to the floors a float32 write-out cannot beat:
   b + c, uint8 out      the levels chain (uint8 output mode)
   b + c (p 0.5) + norm  both ops gated, half the images skip each
 
-Per variant: wall ms/img (min, median over rounds; each round = `--calls` calls)
-and CPU ms/img (process_time: all threads), and minor page faults per image
-(a fresh float32 batch above glibc's mmap threshold faults in every page). `--threads` sets TF's intra-op pool
-(the op shards images over it). Run the same command against two trees
-(PYTHONPATH=...) back to back to compare kernels, and with TFPIPE_NATIVE_ISA=baseline
-for the SSE2 loops; the floors are the common
+Per variant: wall ms/img (min, median over rounds; each round = `--calls` calls),
+CPU ms/img (process_time: all threads) and minor page faults per image (0 for
+the op: TF's allocator reuses its memory, where a fresh NumPy float32 batch,
+above glibc's mmap threshold, faults in every page). `--threads` sets TF's
+intra-op pool (the op shards images over it). Run the same command against two
+trees (PYTHONPATH=...) back to back to compare kernels, and with
+TFPIPE_NATIVE_ISA=baseline for the SSE2 loops; the floors are the common
 denominator. `--check FILE` saves (or, when FILE exists, compares) the outputs'
 bytes, so two trees can be shown to agree bit for bit.
 """
