@@ -115,11 +115,24 @@ def _sync(out: Any) -> Any:
     return float(tf.reduce_sum(tf.cast(first, tf.float32)).numpy())
 
 
-def input_bound_dataset(model: Any, dataset: Any, steps: int = 20, warmup: int = 3) -> InputBoundResult:
-    """Time `model` on a cached batch vs fed by `dataset` (batches of (x, y) or dicts)."""
+def input_bound_dataset(model: Any, dataset: Any, steps: int = 20, warmup: int = 3,
+                        stage: Callable[[Any, Any], Any] | None = None) -> InputBoundResult:
+    """Time `model` on a cached batch vs fed by `dataset` (batches of (x, y) or dicts).
+
+    `stage`: `(x, y) -> (x, y)` run first in every step, timed as part of it (the
+    device stage of `augment.pixel_stage: device`, `tfpipe.pipeline.device_stage`,
+    which `tfpipe.train.fit` runs inside its train step), traced once as a tf.function.
+    """
     if steps < 1:
         raise ValueError(f"steps must be >= 1, got {steps}")
     kind, step = make_step(model)
+    if stage is not None:
+        import tensorflow as tf
+
+        staged, model_step = tf.function(stage), step
+
+        def step(x: Any, y: Any) -> Any:
+            return model_step(*staged(x, y))
     it = iter(dataset)
     first = next(it)
     x0, y0 = _split(first)
@@ -161,9 +174,17 @@ def _epochs(dataset: Iterable[Any]) -> Iterator[Any]:
 
 def input_bound(config: Any, model_path: str | Path, steps: int = 20, *, warmup: int = 3,
                 overrides: Sequence[str] = (), split: str = "train") -> InputBoundResult:
-    """Load the model at `model_path` and measure it against `build_pipeline(config)`."""
-    from tfpipe.bench._build import build_from
+    """Load the model at `model_path` and measure it against `build_pipeline(config)`.
+
+    With `augment.pixel_stage: device` (train split) each step first applies the
+    config's device stage to the (features, labels) batch, as `tfpipe.train.fit` does.
+    """
+    from tfpipe.bench._build import build_from, resolve_config
+    from tfpipe.pipeline import device_stage, settings
 
     model = load_model(model_path)
-    dataset = build_from(config, overrides, split=split, as_supervised=True)
-    return input_bound_dataset(model, dataset, steps=steps, warmup=warmup)
+    cfg = resolve_config(config, overrides)
+    dataset = build_from(cfg, split=split, as_supervised=True)
+    stage = device_stage(cfg) if split == "train" and settings(cfg).pixel_stage == "device" \
+        else None
+    return input_bound_dataset(model, dataset, steps=steps, warmup=warmup, stage=stage)

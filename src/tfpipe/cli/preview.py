@@ -36,11 +36,14 @@ def command(config: str, out: str, n: int, split: str, epoch: int, set_options: 
         import json
 
         click.echo(json.dumps({"path": str(path), "samples": k, "split": split, "epoch": epoch,
-                               "seed": cfg.seed, "partial_batch": info.get("partial_batch")},
+                               "seed": cfg.seed, "partial_batch": info.get("partial_batch"),
+                               "device_stage": info.get("device_stage")},
                               indent=2))
         return
     note = (f"; a partial batch: the split has fewer records than pipeline.batch_size="
             f"{cfg.pipeline.batch_size}, which training with drop_remainder: true skips"
             if info.get("partial_batch") else "")
+    if info.get("device_stage"):
+        note += "; augment.pixel_stage: device: shown after the device stage (run on the CPU)"
     click.echo(f"wrote {path} (first {k} samples of split {split}, epoch {epoch}, "
                f"seed {cfg.seed}{note})")

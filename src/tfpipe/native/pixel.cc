@@ -26,18 +26,26 @@
 //
 // Layout: each image is processed in blocks of kBlock pixels, interleaved as in the
 // tensor (element e is channel e % c; per-channel constants are laid out per
-// element of a block), with SSE2 loops (x86-64 baseline, no dispatch; each lane is
-// the scalar loop's IEEE operation). The only barrier is contrast's channel mean, so
-// a chain runs as one pass per contrast + 1: load + the ops before the first
-// contrast; then each contrast + the ops up to the next one; the last pass writes
-// the output (streaming stores for float32). The ops between two barriers run over
+// element of a block), with SSE2 loops (x86-64 baseline) and, picked once per process
+// where the CPU has it, AVX loops (8 lanes; TFPIPE_NATIVE_ISA=baseline forces SSE2);
+// each lane is the scalar loop's IEEE operation. The only barrier is contrast's
+// channel mean, so a chain runs as one pass per contrast + 1: load + the ops before
+// the first contrast; then each contrast + the ops up to the next one; the last pass
+// writes the output (streaming stores for float32). The ops between two barriers run over
 // one block while it is in L1. A pass before a contrast keeps the image's values
 // (n * c floats, in L2 at 224x224) and their means: levels as exact int32 sums per
 // element of a block, floats as the tree computed block-wise from L2 (FoldTree).
+// With AVX the load and a first brightness are one loop, and so are a last pass's
+// contrast and normalize (no other op between them): the same operations, fewer
+// loads and stores. Measured and NOT used (benchmarks/writeout_bench.py,
+// docs/performance.md): per-image [c][256] tables of the chain (bit-identical, but
+// without a vector gather the lookups cost more than the SSE2 arithmetic), and
+// reusing freed output buffers (TF's allocator already does; no page faults).
 
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <string>
@@ -45,6 +53,7 @@
 
 #if defined(__SSE2__)
 #include <emmintrin.h>
+#include <immintrin.h>
 #endif
 
 #include "tensorflow/core/framework/op.h"
@@ -120,6 +129,220 @@ inline __m128 Out4(__m128 v) {
 }
 #endif
 
+// ---------------------------------------------------------------------------- AVX
+// The hot loops again on 8 lanes (AVX: 256-bit float ops; its integer ops stay 128
+// bits, so the uint8 widening is SSE2's, joined into 256 bits). Each lane is the same
+// IEEE operation as the SSE2/scalar loop (no FMA: -ffp-contract=off and no "fma"
+// target; vminps/vmaxps select exactly as minps/maxps), so the bits do not depend on
+// which runs. Picked once per process (PixAvx); TFPIPE_NATIVE_ISA=baseline forces
+// the SSE2 loops, as ops.cc's dispatch does.
+#if defined(__x86_64__) && defined(__GNUC__) && defined(__SSE2__)
+#define TFPIPE_PIX_AVX 1
+#define PIX_AVX __attribute__((target("avx")))
+
+bool PixAvx() {
+  static const bool use = [] {
+    const char* isa = std::getenv("TFPIPE_NATIVE_ISA");
+    if (isa != nullptr && std::string(isa) == "baseline") return false;
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx") != 0;
+  }();
+  return use;
+}
+
+PIX_AVX inline __m256 Clip8(__m256 v, __m256 lo, __m256 hi) {
+  return _mm256_max_ps(_mm256_min_ps(v, hi), lo);
+}
+
+template <bool kLevels>
+PIX_AVX inline __m256 Out8(__m256 v) {
+  if (!kLevels) return Clip8(v, _mm256_setzero_ps(), _mm256_set1_ps(1.0f));
+  const __m256 big = _mm256_set1_ps(8388608.0f);
+  return _mm256_sub_ps(_mm256_add_ps(Clip8(v, _mm256_setzero_ps(), _mm256_set1_ps(255.0f)), big),
+                       big);
+}
+
+// 16 uint8 -> two 8-lane float vectors (exact: zero-extend, cvtdq2ps)
+PIX_AVX inline void Widen16(const uint8_t* src, __m256* f0, __m256* f1) {
+  const __m128i z = _mm_setzero_si128();
+  const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src));
+  const __m128i lo = _mm_unpacklo_epi8(v, z), hi = _mm_unpackhi_epi8(v, z);
+  *f0 = _mm256_cvtepi32_ps(_mm256_insertf128_si256(
+      _mm256_castsi128_si256(_mm_unpacklo_epi16(lo, z)), _mm_unpackhi_epi16(lo, z), 1));
+  *f1 = _mm256_cvtepi32_ps(_mm256_insertf128_si256(
+      _mm256_castsi128_si256(_mm_unpacklo_epi16(hi, z)), _mm_unpackhi_epi16(hi, z), 1));
+}
+
+PIX_AVX void LoadU8Avx(const uint8_t* __restrict src, int64_t len, float k, float* __restrict x) {
+  int64_t e = 0;
+  const __m256 k8 = _mm256_set1_ps(k);
+  for (; e + 16 <= len; e += 16) {
+    __m256 f0, f1;
+    Widen16(src + e, &f0, &f1);
+    _mm256_storeu_ps(x + e, _mm256_mul_ps(f0, k8));
+    _mm256_storeu_ps(x + e + 8, _mm256_mul_ps(f1, k8));
+  }
+  for (; e < len; ++e) x[e] = static_cast<float>(src[e]) * k;
+}
+
+// the load and a first brightness in one loop: Out(float(src[e]) * k + d)
+template <bool kLevels>
+PIX_AVX void LoadBrightU8Avx(const uint8_t* __restrict src, int64_t len, float k, float d,
+                             float* __restrict x) {
+  int64_t e = 0;
+  const __m256 k8 = _mm256_set1_ps(k), d8 = _mm256_set1_ps(d);
+  for (; e + 16 <= len; e += 16) {
+    __m256 f0, f1;
+    Widen16(src + e, &f0, &f1);
+    _mm256_storeu_ps(x + e, Out8<kLevels>(_mm256_add_ps(_mm256_mul_ps(f0, k8), d8)));
+    _mm256_storeu_ps(x + e + 8, Out8<kLevels>(_mm256_add_ps(_mm256_mul_ps(f1, k8), d8)));
+  }
+  for (; e < len; ++e) x[e] = Out<kLevels>(static_cast<float>(src[e]) * k + d);
+}
+
+template <bool kScale>
+PIX_AVX void LoadNormU8Avx(const uint8_t* __restrict src, int64_t len, float k,
+                           const float* __restrict a, const float* __restrict b,
+                           float* __restrict dst) {
+  int64_t e = 0;
+  const __m256 k8 = _mm256_set1_ps(k);
+  for (; e + 16 <= len; e += 16) {
+    __m256 f0, f1;
+    Widen16(src + e, &f0, &f1);
+    if (kScale) {
+      f0 = _mm256_mul_ps(f0, k8);
+      f1 = _mm256_mul_ps(f1, k8);
+    }
+    _mm256_storeu_ps(dst + e, _mm256_sub_ps(_mm256_mul_ps(f0, _mm256_loadu_ps(a + e)),
+                                            _mm256_loadu_ps(b + e)));
+    _mm256_storeu_ps(dst + e + 8, _mm256_sub_ps(_mm256_mul_ps(f1, _mm256_loadu_ps(a + e + 8)),
+                                                _mm256_loadu_ps(b + e + 8)));
+  }
+  for (; e < len; ++e) {
+    float f = static_cast<float>(src[e]);
+    if (kScale) f = f * k;
+    dst[e] = f * a[e] - b[e];
+  }
+}
+
+template <bool kLevels>
+PIX_AVX void BrightnessAvx(float* __restrict x, int64_t len, float d) {
+  int64_t e = 0;
+  const __m256 d8 = _mm256_set1_ps(d);
+  for (; e + 8 <= len; e += 8) {
+    _mm256_storeu_ps(x + e, Out8<kLevels>(_mm256_add_ps(_mm256_loadu_ps(x + e), d8)));
+  }
+  for (; e < len; ++e) x[e] = Out<kLevels>(x[e] + d);
+}
+
+// (x - m) * f + m, clipped; then, with kNorm, StoreNorm's x * a - b into dst
+// (streaming) instead of back into x: the last pass's contrast and store in one loop
+template <bool kLevels, bool kNorm>
+PIX_AVX void ContrastAvx(float* __restrict x, int64_t len, const float* __restrict m, float f,
+                         const float* __restrict a, const float* __restrict b,
+                         float* __restrict dst) {
+  int64_t e = 0;
+  const __m256 f8 = _mm256_set1_ps(f);
+  auto one = [&](int64_t i) {
+    const float y = Out<kLevels>((x[i] - m[i]) * f + m[i]);
+    if (kNorm) {
+      dst[i] = y * a[i] - b[i];
+    } else {
+      x[i] = y;
+    }
+  };
+  if (kNorm) {
+    for (; e < len && (reinterpret_cast<uintptr_t>(dst + e) & 31) != 0; ++e) one(e);
+  }
+  for (; e + 8 <= len; e += 8) {
+    const __m256 m8 = _mm256_loadu_ps(m + e);
+    const __m256 y = Out8<kLevels>(
+        _mm256_add_ps(_mm256_mul_ps(_mm256_sub_ps(_mm256_loadu_ps(x + e), m8), f8), m8));
+    if (kNorm) {
+      _mm256_stream_ps(dst + e, _mm256_sub_ps(_mm256_mul_ps(y, _mm256_loadu_ps(a + e)),
+                                              _mm256_loadu_ps(b + e)));
+    } else {
+      _mm256_storeu_ps(x + e, y);
+    }
+  }
+  for (; e < len; ++e) one(e);
+}
+
+PIX_AVX void StoreNormAvx(const float* __restrict x, int64_t len, const float* __restrict a,
+                          const float* __restrict b, float* __restrict dst) {
+  int64_t e = 0;
+  for (; e < len && (reinterpret_cast<uintptr_t>(dst + e) & 31) != 0; ++e) {
+    dst[e] = x[e] * a[e] - b[e];
+  }
+  for (; e + 8 <= len; e += 8) {
+    _mm256_stream_ps(dst + e, _mm256_sub_ps(_mm256_mul_ps(_mm256_loadu_ps(x + e),
+                                                          _mm256_loadu_ps(a + e)),
+                                            _mm256_loadu_ps(b + e)));
+  }
+  for (; e < len; ++e) dst[e] = x[e] * a[e] - b[e];
+}
+
+PIX_AVX void AddToAvx(float* dst, const float* a, const float* b, int64_t len) {
+  int64_t j = 0;
+  for (; j + 8 <= len; j += 8) {
+    _mm256_storeu_ps(dst + j, _mm256_add_ps(_mm256_loadu_ps(a + j), _mm256_loadu_ps(b + j)));
+  }
+  for (; j < len; ++j) dst[j] = a[j] + b[j];
+}
+
+// Saturation on 8 pixels at a time: two groups of 4 de-interleaved with Saturation3's
+// SSE2 shuffles (moves only), the arithmetic on 8 lanes, re-interleaved the same way.
+// The same operations as Saturation3's lanes (vmaxps/vminps select as maxps/minps;
+// the compares give the same masks). Returns the pixels done (a multiple of 8).
+PIX_AVX inline void Deint4(const float* q3, __m128* x0, __m128* x1, __m128* x2) {
+  const __m128 i0 = _mm_loadu_ps(q3), i1 = _mm_loadu_ps(q3 + 4), i2 = _mm_loadu_ps(q3 + 8);
+  *x0 = _mm_shuffle_ps(i0, _mm_shuffle_ps(i1, i2, _MM_SHUFFLE(1, 1, 2, 2)), _MM_SHUFFLE(2, 0, 3, 0));
+  *x1 = _mm_shuffle_ps(_mm_shuffle_ps(i0, i1, _MM_SHUFFLE(0, 0, 1, 1)),
+                       _mm_shuffle_ps(i1, i2, _MM_SHUFFLE(2, 2, 3, 3)), _MM_SHUFFLE(2, 0, 2, 0));
+  *x2 = _mm_shuffle_ps(_mm_shuffle_ps(i0, i1, _MM_SHUFFLE(1, 1, 2, 2)), i2, _MM_SHUFFLE(3, 0, 2, 0));
+}
+
+PIX_AVX inline void Inter4(float* q3, __m128 o0, __m128 o1, __m128 o2) {
+  const __m128 rg_lo = _mm_unpacklo_ps(o0, o1), rg_hi = _mm_unpackhi_ps(o0, o1);
+  const __m128 gb_lo = _mm_unpacklo_ps(o1, o2), gb_hi = _mm_unpackhi_ps(o1, o2);
+  _mm_storeu_ps(q3, _mm_shuffle_ps(rg_lo, _mm_shuffle_ps(o2, o0, _MM_SHUFFLE(1, 1, 0, 0)),
+                                   _MM_SHUFFLE(2, 0, 1, 0)));
+  _mm_storeu_ps(q3 + 4, _mm_shuffle_ps(gb_lo, rg_hi, _MM_SHUFFLE(1, 0, 3, 2)));
+  _mm_storeu_ps(q3 + 8, _mm_shuffle_ps(_mm_shuffle_ps(o2, o0, _MM_SHUFFLE(3, 3, 2, 2)), gb_hi,
+                                       _MM_SHUFFLE(3, 2, 2, 0)));
+}
+
+template <bool kLevels>
+PIX_AVX int64_t SaturationAvx(float* __restrict x, int64_t px, float f) {
+  const __m256 zero = _mm256_setzero_ps(), one = _mm256_set1_ps(1.0f), f8 = _mm256_set1_ps(f);
+  int64_t i = 0;
+  for (; i + 8 <= px; i += 8) {
+    float* q3 = x + 3 * i;
+    __m128 a0, a1, a2, b0, b1, b2;
+    Deint4(q3, &a0, &a1, &a2);
+    Deint4(q3 + 12, &b0, &b1, &b2);
+    const __m256 x0 = _mm256_insertf128_ps(_mm256_castps128_ps256(a0), b0, 1);
+    const __m256 x1 = _mm256_insertf128_ps(_mm256_castps128_ps256(a1), b1, 1);
+    const __m256 x2 = _mm256_insertf128_ps(_mm256_castps128_ps256(a2), b2, 1);
+    const __m256 mx = _mm256_max_ps(_mm256_max_ps(x0, x1), x2);
+    const __m256 mn = _mm256_min_ps(_mm256_min_ps(x0, x1), x2);
+    const __m256 chroma = _mm256_sub_ps(mx, mn);
+    const __m256 isz = _mm256_cmp_ps(chroma, zero, _CMP_EQ_OQ);
+    const __m256 den = _mm256_or_ps(_mm256_and_ps(isz, one), _mm256_andnot_ps(isz, chroma));
+    const __m256 q = _mm256_andnot_ps(isz, _mm256_div_ps(mx, den));
+    __m256 fq = _mm256_min_ps(f8, q);
+    fq = _mm256_and_ps(_mm256_cmp_ps(chroma, zero, _CMP_GT_OS), fq);
+    const __m256 o0 = Out8<kLevels>(_mm256_sub_ps(mx, _mm256_mul_ps(fq, _mm256_sub_ps(mx, x0))));
+    const __m256 o1 = Out8<kLevels>(_mm256_sub_ps(mx, _mm256_mul_ps(fq, _mm256_sub_ps(mx, x1))));
+    const __m256 o2 = Out8<kLevels>(_mm256_sub_ps(mx, _mm256_mul_ps(fq, _mm256_sub_ps(mx, x2))));
+    Inter4(q3, _mm256_castps256_ps128(o0), _mm256_castps256_ps128(o1), _mm256_castps256_ps128(o2));
+    Inter4(q3 + 12, _mm256_extractf128_ps(o0, 1), _mm256_extractf128_ps(o1, 1),
+           _mm256_extractf128_ps(o2, 1));
+  }
+  return i;
+}
+#endif
+
 // Pixels per block. Every pass works block by block on interleaved values
 // (channel = element index % c, as in the tensor), so a block's floats stay in L1
 // while the ops between two barriers run over it one after the other.
@@ -127,6 +350,9 @@ constexpr int64_t kBlock = 256;
 
 // x[e] = float(src[e]) * k (k = 1/255, or 1 for levels: x * 1 is exact)
 void LoadU8(const uint8_t* __restrict src, int64_t len, float k, float* __restrict x) {
+#ifdef TFPIPE_PIX_AVX
+  if (PixAvx()) return LoadU8Avx(src, len, k, x);
+#endif
   int64_t e = 0;
 #if defined(__SSE2__)
   // SSE2 has no pmovzx: zero-extend by unpacking with zeros, then cvtdq2ps (exact)
@@ -149,6 +375,9 @@ void LoadU8(const uint8_t* __restrict src, int64_t len, float k, float* __restri
 template <bool kScale>
 void LoadNormU8(const uint8_t* __restrict src, int64_t len, float k, const float* __restrict a,
                 const float* __restrict b, float* __restrict dst) {
+#ifdef TFPIPE_PIX_AVX
+  if (PixAvx()) return LoadNormU8Avx<kScale>(src, len, k, a, b, dst);
+#endif
   int64_t e = 0;
 #if defined(__SSE2__)
   const __m128i z = _mm_setzero_si128();
@@ -179,6 +408,9 @@ void LoadNormU8(const uint8_t* __restrict src, int64_t len, float k, const float
 // normalize: dst[e] = x[e] * a[e] - b[e] (a, b: the per-channel constants of a block)
 void StoreNorm(const float* __restrict x, int64_t len, const float* __restrict a,
                const float* __restrict b, float* __restrict dst) {
+#ifdef TFPIPE_PIX_AVX
+  if (PixAvx()) return StoreNormAvx(x, len, a, b, dst);
+#endif
   int64_t e = 0;
 #if defined(__SSE2__)
   // streaming stores (a float batch is larger than the caches; no read of the lines
@@ -226,6 +458,9 @@ void AccInt(const float* __restrict x, int64_t len, int32_t* __restrict acc) {
 // brightness: x + d, clipped (levels: rounded first)
 template <bool kLevels>
 void Brightness(float* __restrict x, int64_t len, float d) {
+#ifdef TFPIPE_PIX_AVX
+  if (PixAvx()) return BrightnessAvx<kLevels>(x, len, d);
+#endif
   int64_t e = 0;
 #if defined(__SSE2__)
   const __m128 d4 = _mm_set1_ps(d);
@@ -238,6 +473,9 @@ void Brightness(float* __restrict x, int64_t len, float d) {
 // element e's channel
 template <bool kLevels>
 void Contrast(float* __restrict x, int64_t len, const float* __restrict m, float f) {
+#ifdef TFPIPE_PIX_AVX
+  if (PixAvx()) return ContrastAvx<kLevels, false>(x, len, m, f, nullptr, nullptr, nullptr);
+#endif
   int64_t e = 0;
 #if defined(__SSE2__)
   const __m128 f4 = _mm_set1_ps(f);
@@ -254,6 +492,9 @@ void Contrast(float* __restrict x, int64_t len, const float* __restrict m, float
 template <bool kLevels>
 void Saturation3(float* __restrict x, int64_t px, float f) {
   int64_t i = 0;
+#ifdef TFPIPE_PIX_AVX
+  if (PixAvx()) i = SaturationAvx<kLevels>(x, px, f);
+#endif
 #if defined(__SSE2__)
   const __m128 zero = _mm_setzero_ps(), one = _mm_set1_ps(1.0f), f4 = _mm_set1_ps(f);
   for (; i + 4 <= px; i += 4) {
@@ -307,8 +548,12 @@ void Saturation3(float* __restrict x, int64_t px, float f) {
   }
 }
 
+
 // dst[j] = a[j] + b[j]; dst may be a (each lane reads before it writes; b is disjoint)
 void AddTo(float* dst, const float* a, const float* b, int64_t len) {
+#ifdef TFPIPE_PIX_AVX
+  if (PixAvx()) return AddToAvx(dst, a, b, len);
+#endif
   int64_t j = 0;
 #if defined(__SSE2__)
   for (; j + 4 <= len; j += 4) {
@@ -575,11 +820,36 @@ class PixelChainOp : public OpKernel {
     // whose channel means it leaves in s.m.
     auto pass = [&](int64_t j, size_t from, size_t to) {
       const bool last = to == n_steps;
+      bool fuse_bright = false;
+#ifdef TFPIPE_PIX_AVX
+      fuse_bright = j < 0 && io.in8 != nullptr && from < to &&
+                    s.steps[from].kind == Kind::kBrightness && PixAvx();
+#endif
       auto run = [&](int64_t i0) {  // the block of pixels [i0, i0 + kBlock)
         const int64_t px = std::min(kBlock, n - i0), e0 = i0 * c, len = px * c;
         float* x = barrier ? s.image.get() + e0 : s.block.get();
+#ifdef TFPIPE_PIX_AVX
+        // the last pass is this contrast alone, then normalize: one loop, x to the output
+        if (j >= 0 && last && from == to && normalize_ && PixAvx()) {
+          if (levels) {
+            ContrastAvx<true, true>(x, len, s.mean.get(), s.steps[j].v, io.na, io.nb,
+                                    io.outf + base + e0);
+          } else {
+            ContrastAvx<false, true>(x, len, s.mean.get(), s.steps[j].v, io.na, io.nb,
+                                     io.outf + base + e0);
+          }
+          return;
+        }
+#endif
         if (j < 0 && io.inf != nullptr) {
           std::memcpy(x, io.inf + base + e0, len * sizeof(float));
+        } else if (j < 0 && fuse_bright) {  // the load and the first op, a brightness
+          const float d = s.steps[from].v;
+          if (levels) {
+            LoadBrightU8Avx<true>(io.in8 + base + e0, len, k, d * 255.0f, x);
+          } else {
+            LoadBrightU8Avx<false>(io.in8 + base + e0, len, k, d, x);
+          }
         } else if (j < 0) {
           LoadU8(io.in8 + base + e0, len, k, x);
         } else if (levels) {
@@ -587,7 +857,7 @@ class PixelChainOp : public OpKernel {
         } else {
           Contrast<false>(x, len, s.mean.get(), s.steps[j].v);
         }
-        Ops(s, from, to, x, px, c);
+        Ops(s, from + (j < 0 && fuse_bright ? 1 : 0), to, x, px, c);
         if (last) {
           Store(io, x, base + e0, len);
         } else if (levels) {

@@ -182,13 +182,33 @@ def tf_error_text(exc: Exception) -> str:
     return lines[0] if lines else type(exc).__name__
 
 
+def _model_batches(dataset: Iterable[Any], config: Any, staged: bool) -> Iterable[Any]:
+    """The batches as the model sees them. With `augment.pixel_stage: device` the
+    pipeline emits uint8 images + draws ({"image", "label", + draw keys}); the device
+    stage (`device_stage(config)`: L3, L4, normalize) is applied here, on the CPU,
+    where it gives the bytes of the all-host pipeline (docs/augment-pixel.md)."""
+    if not staged:
+        yield from dataset
+        return
+    from tfpipe.pipeline import device_stage
+
+    stage = device_stage(config)
+    for batch in dataset:
+        with tf.device("/CPU:0"):
+            image, label = stage(batch, batch["label"])
+        yield {"image": image, "label": label}
+
+
 def render_preview(config: Any, out_png: str | os.PathLike[str], n: int = 16, split: str = "train",
                    epoch: int = 0, info: dict[str, Any] | None = None) -> Path:
     """Write a PNG grid of the first `n` samples `build_pipeline(config, split, epoch)` yields.
 
     A split smaller than one batch (no full batch under drop_remainder) is shown
-    as the partial batch drop_remainder would drop. `info`, when given, gets
-    ``samples`` (how many were drawn) and ``partial_batch`` (whether that happened).
+    as the partial batch drop_remainder would drop. With `augment.pixel_stage:
+    device` the train batches are shown after the device stage (run on the CPU),
+    i.e. what the train step feeds the model. `info`, when given, gets ``samples``
+    (how many were drawn), ``partial_batch`` (whether that happened) and
+    ``device_stage`` (whether the device stage was applied).
     """
     if n < 1:
         raise ValueError(f"n must be >= 1, got {n}")
@@ -200,14 +220,17 @@ def render_preview(config: Any, out_png: str | os.PathLike[str], n: int = 16, sp
 
     s = settings(config)
     partial = False
+    staged = split == "train" and s.pixel_stage == "device"
     try:
-        samples = collect_samples(build_pipeline(config, split, epoch), n)
+        samples = collect_samples(_model_batches(build_pipeline(config, split, epoch), config,
+                                                 staged), n)
         if not samples and s.drop_remainder:
             # fewer records than one batch: preview the partial batch training drops
             from tfpipe.config import load_config
 
             loose = load_config(config, {"pipeline.drop_remainder": False})
-            samples = collect_samples(build_pipeline(loose, split, epoch), n)
+            samples = collect_samples(_model_batches(build_pipeline(loose, split, epoch), config,
+                                                     staged), n)
             partial = bool(samples)
     except tf.errors.OpError as exc:
         # a bad record under pipeline.on_error=raise, or unreadable data: one
@@ -222,7 +245,7 @@ def render_preview(config: Any, out_png: str | os.PathLike[str], n: int = 16, sp
         raise InputError(f"split {split!r} of {s.data_path!r} yielded no batch to preview "
                          "(no records, or every record was skipped as bad?)")
     if info is not None:
-        info.update(samples=len(samples), partial_batch=partial)
+        info.update(samples=len(samples), partial_batch=partial, device_stage=staged)
     grid = draw_grid(samples, mean=s.mean, std=s.std, class_names=_class_names(s.data_path))
     out = Path(out_png)
     out.parent.mkdir(parents=True, exist_ok=True)
