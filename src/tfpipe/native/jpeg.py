@@ -98,3 +98,41 @@ def decode_crop_resize(contents: tf.Tensor, draws: tf.Tensor, crop_on: Any, flip
         contents, tf.convert_to_tensor(draws, tf.float32), tf.convert_to_tensor(crop_on, tf.bool),
         tf.convert_to_tensor(flip, tf.bool), tf.constant([int(size[0]), int(size[1])], tf.int32),
         ratio=[lo, hi], channels=int(channels), dct_scaling=bool(dct_scaling))
+
+
+def has_decode_crop_resize_block() -> bool:
+    """Whether `decode_crop_resize_block` can run (strict decode usable and the
+    library has window_decode_block.cc)."""
+    return available() and hasattr(native.load(), "tfpipe_decode_crop_resize_block")
+
+
+def decode_crop_resize_block(contents: Any, draws: Any, mode: Any, flip: Any,
+                             size: tuple[int, int], ratio: tuple[float, float],
+                             channels: int = 3, dct_scaling: bool = True,
+                             crop_fraction: float = 0.875
+                             ) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
+    """A block of n encoded images in one kernel call (window_decode_block.cc) ->
+    (images uint8 [n, size[0], size[1], channels], status int32 [n], message
+    string [n]). Requires `has_decode_crop_resize_block()`.
+
+    Row i by `mode[i]`: 0 = `decode_crop_resize` with the window of `draws[i]`
+    ([n, 4, attempts], `augment.crop_window_draws` rows), 1 = the same of the
+    whole image, 2 = the eval centre crop (`augment.center_crop_window(h, w, size,
+    crop_fraction)`, i.e. `pipeline._classify.eval_image`); mirrored where
+    `flip[i]`. Each ok row is those ops' bytes, whatever the thread count.
+    status 0 = ok; 1 = not a JPEG (`tf.io.is_jpeg` false: decode it another way);
+    2 = a JPEG the per-sample op rejects (message = its error text). Rows with
+    status 1 or 2 are zeros; only malformed arguments raise."""
+    import numpy as np
+
+    if not 0 < crop_fraction <= 1:
+        raise ValueError(f"crop_fraction must be in (0, 1], got {crop_fraction}")
+    if not has_decode_crop_resize_block():
+        raise native.unavailable("block decode-crop-resize", "window_decode_block.cc")
+    lo, hi = (float(np.float32(r)) for r in ratio)  # as native.crop_window passes them
+    return native.load().tfpipe_decode_crop_resize_block(
+        tf.convert_to_tensor(contents, tf.string), tf.convert_to_tensor(draws, tf.float32),
+        tf.convert_to_tensor(mode, tf.int32), tf.convert_to_tensor(flip, tf.bool),
+        tf.constant([int(size[0]), int(size[1])], tf.int32), ratio=[lo, hi],
+        channels=int(channels), dct_scaling=bool(dct_scaling),
+        crop_fraction=float(crop_fraction))

@@ -144,93 +144,197 @@ class DecodeCropResizeOp : public OpKernel {
                                     "TF libraries"));
   }
 
-  void Compute(OpKernelContext* ctx) override {
-    const Tensor& contents = ctx->input(0);
-    const Tensor& draws = ctx->input(1);
-    const Tensor& size = ctx->input(4);
-    OP_REQUIRES(ctx, TensorShapeUtils::IsScalar(contents.shape()) &&
-                         TensorShapeUtils::IsScalar(ctx->input(2).shape()) &&
-                         TensorShapeUtils::IsScalar(ctx->input(3).shape()),
-                errors::InvalidArgument("contents, crop_on and flip must be scalars"));
-    OP_REQUIRES(ctx, draws.dims() == 2 && draws.dim_size(0) == 4 && draws.dim_size(1) > 0,
-                errors::InvalidArgument("draws must be float32 [4, attempts], got ",
-                                        draws.shape().DebugString()));
-    OP_REQUIRES(ctx, size.dims() == 1 && size.NumElements() == 2,
-                errors::InvalidArgument("size must be [2] (height, width)"));
-    const int64_t out_h = size.vec<int32>()(0), out_w = size.vec<int32>()(1);
-    OP_REQUIRES(ctx, out_h > 0 && out_w > 0, errors::InvalidArgument("size must be positive"));
-    const tstring& input = contents.scalar<tstring>()();
-    OP_REQUIRES(ctx, input.size() <= std::numeric_limits<int>::max(),
-                errors::InvalidArgument("JPEG contents are too large"));
-    const int n = static_cast<int>(input.size());
-
-    // extract_jpeg_shape's error for a header it cannot read
-    int w = 0, h = 0, comps = 0;
-    OP_REQUIRES(ctx, LookupGetImageInfo()(input.data(), n, &w, &h, &comps),
-                errors::InvalidArgument("Invalid JPEG data or crop window, data size ", n));
-    int32_t win[4] = {0, 0, h, w};
-    if (ctx->input(2).scalar<bool>()()) {
-      RrcWindow(draws.flat<float>().data(), draws.dim_size(1), h, w, r_lo_, r_hi_, win);
-    }
-
-    jpeg::UncompressFlags flags;  // TfpipeDecodeJpegStrict's, crop = true
-    flags.components = channels_;
-    flags.ratio = 1;
-    flags.fancy_upscaling = true;
-    flags.try_recover_truncated_jpeg = false;
-    flags.min_acceptable_fraction = 1.0f;
-    flags.dct_method = JDCT_IFAST;
-    flags.crop = true;
-    flags.crop_y = win[0];
-    flags.crop_x = win[1];
-    flags.crop_height = win[2];
-    flags.crop_width = win[3];
-    const int r = dct_ ? DctRatio(win[2], win[3], out_h, out_w) : 1;
-    if (r > 1) {
-      const int64_t y0 = win[0] / r, x0 = win[1] / r;
-      const int64_t y1 = (static_cast<int64_t>(win[0]) + win[2] + r - 1) / r;
-      const int64_t x1 = (static_cast<int64_t>(win[1]) + win[3] + r - 1) / r;
-      flags.ratio = r;
-      flags.crop_y = static_cast<int>(y0);
-      flags.crop_x = static_cast<int>(x0);
-      flags.crop_height = static_cast<int>(y1 - y0);
-      flags.crop_width = static_cast<int>(x1 - x0);
-    }
-    const std::string structure =
-        ScanJpegStructure(reinterpret_cast<const uint8_t*>(input.data()), input.size());
-    OP_REQUIRES(ctx, structure.empty(), errors::InvalidArgument("damaged JPEG: ", structure));
-
-    Tensor crop;
-    int64_t nwarn = 0;
-    uint8_t* buffer = LookupUncompress(nullptr)(
-        input.data(), n, flags, &nwarn, [&](int cw, int ch, int c) -> uint8_t* {
-          Status s = ctx->allocate_temp(DT_UINT8, TensorShape({ch, cw, c}), &crop);
-          if (!s.ok()) {
-            ctx->SetStatus(s);
-            return nullptr;
-          }
-          return crop.flat<uint8>().data();
-        });
-    OP_REQUIRES_OK(ctx, ctx->status());
-    OP_REQUIRES(ctx, buffer != nullptr,
-                errors::InvalidArgument("jpeg::Uncompress failed. Invalid JPEG data or crop "
-                                        "window."));
-    OP_REQUIRES(ctx, nwarn == 0,
-                errors::InvalidArgument("damaged JPEG: libjpeg reported ", nwarn,
-                                        " warning(s) (corrupt entropy-coded data, e.g. "
-                                        "\"premature end of data segment\"); the decoded "
-                                        "image would be partly gray"));
-    Tensor* out = nullptr;
-    OP_REQUIRES_OK(ctx, ctx->allocate_output(0, TensorShape({out_h, out_w, channels_}), &out));
-    ResizeInto(crop.flat<uint8>().data(), crop.dim_size(0), crop.dim_size(1), crop.dim_size(2),
-               out_h, out_w, ctx->input(3).scalar<bool>()(), out->flat<uint8>().data());
-  }
+  void Compute(OpKernelContext* ctx) override;
 
  private:
   float r_lo_ = 0.0f, r_hi_ = 0.0f;
   int channels_ = 3;
   bool dct_ = true;
 };
+
+// Where a row's decoded window goes before the resize: a per-thread buffer that
+// grows to the largest crop seen and is reused (no allocation per image; one
+// larger than kKeepBytes is freed after its row, so a 12 MP outlier does not
+// stay resident on every worker thread).
+struct DecodeScratch {
+  static constexpr size_t kKeepBytes = size_t{8} << 20;
+  std::unique_ptr<uint8_t[]> data;
+  size_t capacity = 0;
+
+  uint8_t* Get(size_t bytes) {
+    if (bytes > capacity) {
+      data.reset(new (std::nothrow) uint8_t[bytes]);  // uninitialized: libjpeg fills it
+      capacity = data != nullptr ? bytes : 0;
+    }
+    return data.get();
+  }
+  void Trim() {
+    if (capacity > kKeepBytes) {
+      data.reset();
+      capacity = 0;
+    }
+  }
+};
+
+DecodeScratch& ThreadScratch() {
+  thread_local DecodeScratch scratch;
+  return scratch;
+}
+
+// What one row is: the window rule (kRowRrc: the random-resized-crop window of
+// `draws` [4, attempts]; kRowWhole: the whole image; kRowCenter: the eval
+// centre crop) and the output.
+enum RowMode : int { kRowRrc = 0, kRowWhole = 1, kRowCenter = 2 };
+
+struct RowSpec {
+  float r_lo = 0.0f, r_hi = 0.0f;  // ratio attr (kRowRrc)
+  float crop_fraction = 0.875f;    // kRowCenter
+  int channels = 3;
+  bool dct = true;
+  int64_t out_h = 0, out_w = 0;
+};
+
+// floor division of int64 (Python's //): (h - ch) // 2 can be negative only for
+// degenerate sizes, where TF floors.
+inline int64_t FloorDiv(int64_t a, int64_t b) {
+  const int64_t q = a / b;
+  return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
+}
+
+// augment.center_crop_window(h, w, (out_h, out_w), crop_fraction), the same
+// float32 operations in the same order: fit = min(hf / oh, wf / ow) *
+// crop_fraction, round half to even (nearbyint in the default mode = tf.round),
+// truncating int32 cast, clip_by_value = max(min(v, h), 1), offsets floored.
+void CenterWindow(int32_t h, int32_t w, int64_t out_h, int64_t out_w, float crop_fraction,
+                  int32_t out[4]) {
+  const float hf = static_cast<float>(h), wf = static_cast<float>(w);
+  const float oh = static_cast<float>(out_h), ow = static_cast<float>(out_w);
+  const float a = hf / oh, b = wf / ow;
+  const float fit = (a < b ? a : b) * crop_fraction;
+  int32_t ch = RoundI32(oh * fit), cw = RoundI32(ow * fit);
+  ch = std::max(std::min(ch, h), int32_t{1});
+  cw = std::max(std::min(cw, w), int32_t{1});
+  out[0] = static_cast<int32_t>(FloorDiv(static_cast<int64_t>(h) - ch, 2));
+  out[1] = static_cast<int32_t>(FloorDiv(static_cast<int64_t>(w) - cw, 2));
+  out[2] = ch;
+  out[3] = cw;
+}
+
+// One JPEG -> out (uint8 [out_h, out_w, channels], caller-owned): header size,
+// the row's window, strict decode of the window (DCT-scaled towards the output
+// with spec.dct) into the calling thread's scratch, bilinear resize, mirrored
+// when flip. The whole of TfpipeDecodeCropResize and of one row of
+// TfpipeDecodeCropResizeBlock (window_decode_block.cc); an error is the per-
+// sample op's InvalidArgument, and `out` is then untouched.
+Status DecodeCropResizeRow(const tstring& input, const float* draws, int64_t attempts,
+                           RowMode mode, bool flip, const RowSpec& spec, uint8_t* out) {
+  if (input.size() > static_cast<size_t>(std::numeric_limits<int>::max())) {
+    return errors::InvalidArgument("JPEG contents are too large");
+  }
+  const int n = static_cast<int>(input.size());
+
+  // extract_jpeg_shape's error for a header it cannot read
+  int w = 0, h = 0, comps = 0;
+  if (!LookupGetImageInfo()(input.data(), n, &w, &h, &comps)) {
+    return errors::InvalidArgument("Invalid JPEG data or crop window, data size ", n);
+  }
+  int32_t win[4] = {0, 0, h, w};
+  if (mode == kRowRrc) {
+    RrcWindow(draws, attempts, h, w, spec.r_lo, spec.r_hi, win);
+  } else if (mode == kRowCenter) {
+    CenterWindow(h, w, spec.out_h, spec.out_w, spec.crop_fraction, win);
+  }
+
+  jpeg::UncompressFlags flags;  // TfpipeDecodeJpegStrict's, crop = true
+  flags.components = spec.channels;
+  flags.ratio = 1;
+  flags.fancy_upscaling = true;
+  flags.try_recover_truncated_jpeg = false;
+  flags.min_acceptable_fraction = 1.0f;
+  flags.dct_method = JDCT_IFAST;
+  flags.crop = true;
+  flags.crop_y = win[0];
+  flags.crop_x = win[1];
+  flags.crop_height = win[2];
+  flags.crop_width = win[3];
+  const int r = spec.dct ? DctRatio(win[2], win[3], spec.out_h, spec.out_w) : 1;
+  if (r > 1) {
+    const int64_t y0 = win[0] / r, x0 = win[1] / r;
+    const int64_t y1 = (static_cast<int64_t>(win[0]) + win[2] + r - 1) / r;
+    const int64_t x1 = (static_cast<int64_t>(win[1]) + win[3] + r - 1) / r;
+    flags.ratio = r;
+    flags.crop_y = static_cast<int>(y0);
+    flags.crop_x = static_cast<int>(x0);
+    flags.crop_height = static_cast<int>(y1 - y0);
+    flags.crop_width = static_cast<int>(x1 - x0);
+  }
+  const std::string structure =
+      ScanJpegStructure(reinterpret_cast<const uint8_t*>(input.data()), input.size());
+  if (!structure.empty()) return errors::InvalidArgument("damaged JPEG: ", structure);
+
+  DecodeScratch& scratch = ThreadScratch();
+  int64_t crop_h = 0, crop_w = 0, crop_c = 0;
+  bool out_of_memory = false;
+  int64_t nwarn = 0;
+  uint8_t* buffer = LookupUncompress(nullptr)(
+      input.data(), n, flags, &nwarn, [&](int cw, int ch, int c) -> uint8_t* {
+        crop_h = ch;
+        crop_w = cw;
+        crop_c = c;
+        uint8_t* p = scratch.Get(static_cast<size_t>(ch) * cw * c);
+        out_of_memory = p == nullptr;
+        return p;
+      });
+  Status status;
+  if (out_of_memory) {
+    status = errors::ResourceExhausted("out of memory for a ", crop_h, "x", crop_w,
+                                       " JPEG window");
+  } else if (buffer == nullptr) {
+    status = errors::InvalidArgument("jpeg::Uncompress failed. Invalid JPEG data or crop "
+                                     "window.");
+  } else if (nwarn != 0) {
+    status = errors::InvalidArgument("damaged JPEG: libjpeg reported ", nwarn,
+                                     " warning(s) (corrupt entropy-coded data, e.g. "
+                                     "\"premature end of data segment\"); the decoded "
+                                     "image would be partly gray");
+  } else {
+    ResizeInto(buffer, crop_h, crop_w, crop_c, spec.out_h, spec.out_w, flip, out);
+  }
+  scratch.Trim();
+  return status;
+}
+
+void DecodeCropResizeOp::Compute(OpKernelContext* ctx) {
+  const Tensor& contents = ctx->input(0);
+  const Tensor& draws = ctx->input(1);
+  const Tensor& size = ctx->input(4);
+  OP_REQUIRES(ctx, TensorShapeUtils::IsScalar(contents.shape()) &&
+                       TensorShapeUtils::IsScalar(ctx->input(2).shape()) &&
+                       TensorShapeUtils::IsScalar(ctx->input(3).shape()),
+              errors::InvalidArgument("contents, crop_on and flip must be scalars"));
+  OP_REQUIRES(ctx, draws.dims() == 2 && draws.dim_size(0) == 4 && draws.dim_size(1) > 0,
+              errors::InvalidArgument("draws must be float32 [4, attempts], got ",
+                                      draws.shape().DebugString()));
+  OP_REQUIRES(ctx, size.dims() == 1 && size.NumElements() == 2,
+              errors::InvalidArgument("size must be [2] (height, width)"));
+  RowSpec spec;
+  spec.r_lo = r_lo_;
+  spec.r_hi = r_hi_;
+  spec.channels = channels_;
+  spec.dct = dct_;
+  spec.out_h = size.vec<int32>()(0);
+  spec.out_w = size.vec<int32>()(1);
+  OP_REQUIRES(ctx, spec.out_h > 0 && spec.out_w > 0,
+              errors::InvalidArgument("size must be positive"));
+  Tensor* out = nullptr;
+  OP_REQUIRES_OK(ctx, ctx->allocate_output(
+                          0, TensorShape({spec.out_h, spec.out_w, channels_}), &out));
+  const RowMode mode = ctx->input(2).scalar<bool>()() ? kRowRrc : kRowWhole;
+  OP_REQUIRES_OK(ctx, DecodeCropResizeRow(contents.scalar<tstring>()(),
+                                          draws.flat<float>().data(), draws.dim_size(1),
+                                          mode, ctx->input(3).scalar<bool>()(), spec,
+                                          out->flat<uint8>().data()));
+}
 
 }  // namespace
 

@@ -1,0 +1,210 @@
+// TfpipeDecodeCropResizeBlock: TfpipeDecodeCropResize (window_decode.cc) over a
+// whole block of records in one kernel call, into one preallocated
+// uint8 [n, H, W, C] output.
+//
+// Per sample the train path runs ~11 tf.data steps and allocates a tensor per
+// image, then batch() copies the images into the batch; here a block of n
+// encoded images (the strings parse_example gives a batch) becomes the batch
+// directly: each row is DecodeCropResizeRow (window_decode.cc: header size,
+// window, strict DCT-scaled decode into the thread's scratch, bilinear resize +
+// flip) writing straight into its slice of the output. Rows run in parallel on
+// the device's CPU worker threads; a row touches only its own input, draws,
+// scratch and output slice, so its bytes do not depend on the thread count or
+// on the other rows (tests/native/test_decode_block.py).
+//
+// One bad row never fails the op: it gets status 1 (not a JPEG: tf.io.is_jpeg
+// false; the caller decodes it another way) or 2 (what the per-sample op raises
+// InvalidArgument for; message = that error's text) and zeros. Only malformed
+// arguments fail it (and running out of memory).
+//
+// Built as part of the one translation unit (tfpipe.native.build); this name
+// sorts after window_decode.cc, whose anonymous-namespace helpers it uses.
+
+#include <cstdint>
+#include <cstring>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "tensorflow/core/framework/op.h"
+#include "tensorflow/core/framework/op_kernel.h"
+#include "tensorflow/core/framework/shape_inference.h"
+#include "tensorflow/core/util/work_sharder.h"
+
+using namespace tensorflow;  // NOLINT(build/namespaces)
+
+REGISTER_OP("TfpipeDecodeCropResizeBlock")
+    .Input("contents: string")
+    .Input("draws: float")
+    .Input("mode: int32")
+    .Input("flip: bool")
+    .Input("size: int32")
+    .Attr("ratio: list(float)")
+    .Attr("channels: int = 3")
+    .Attr("dct_scaling: bool = true")
+    .Attr("crop_fraction: float = 0.875")
+    .Output("images: uint8")
+    .Output("status: int32")
+    .Output("message: string")
+    .SetShapeFn([](shape_inference::InferenceContext* c) {
+      shape_inference::ShapeHandle contents, draws, unused, hw, out;
+      TF_RETURN_IF_ERROR(c->WithRank(c->input(0), 1, &contents));
+      TF_RETURN_IF_ERROR(c->WithRank(c->input(1), 3, &draws));
+      TF_RETURN_IF_ERROR(c->WithRank(c->input(2), 1, &unused));
+      TF_RETURN_IF_ERROR(c->WithRank(c->input(3), 1, &unused));
+      shape_inference::DimensionHandle n = c->Dim(contents, 0);
+      TF_RETURN_IF_ERROR(c->Merge(n, c->Dim(draws, 0), &n));
+      TF_RETURN_IF_ERROR(c->Merge(n, c->Dim(c->input(2), 0), &n));
+      TF_RETURN_IF_ERROR(c->Merge(n, c->Dim(c->input(3), 0), &n));
+      TF_RETURN_IF_ERROR(c->MakeShapeFromShapeTensor(4, &hw));
+      TF_RETURN_IF_ERROR(c->WithRank(hw, 2, &hw));
+      int channels;
+      TF_RETURN_IF_ERROR(c->GetAttr("channels", &channels));
+      TF_RETURN_IF_ERROR(c->Concatenate(c->Vector(n), hw, &out));
+      TF_RETURN_IF_ERROR(c->Concatenate(out, c->Vector(channels), &out));
+      c->set_output(0, out);
+      c->set_output(1, c->Vector(n));
+      c->set_output(2, c->Vector(n));
+      return absl::OkStatus();
+    })
+    .Doc(R"doc(
+A block of n encoded images -> uint8 [n, size[0], size[1], channels], status
+int32 [n], message string [n]. Row i by mode[i]: 0 = the random-resized-crop
+window of draws[i] ([4, attempts]), 1 = the whole image, 2 = the eval centre
+crop (augment.center_crop_window with crop_fraction); strict decode of that
+window (DCT-scaled towards size when dct_scaling), bilinear resize, mirrored
+when flip[i]: row i equals TfpipeDecodeCropResize (modes 0, 1) and the eval
+L1 (mode 2) of that image. status 0 = ok, 1 = not a JPEG (zeros), 2 = bad
+JPEG (zeros; message = the per-sample op's error).
+)doc");
+
+namespace {
+
+class DecodeCropResizeBlockOp : public OpKernel {
+ public:
+  explicit DecodeCropResizeBlockOp(OpKernelConstruction* ctx) : OpKernel(ctx) {
+    std::vector<float> ratio;
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("ratio", &ratio));
+    OP_REQUIRES(ctx, ratio.size() == 2 && ratio[0] > 0.0f && ratio[0] <= ratio[1],
+                errors::InvalidArgument("ratio must be (low, high) with 0 < low <= high"));
+    spec_.r_lo = ratio[0];
+    spec_.r_hi = ratio[1];
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("channels", &spec_.channels));
+    OP_REQUIRES(ctx, spec_.channels == 1 || spec_.channels == 3,
+                errors::InvalidArgument("channels must be 1 or 3, got ", spec_.channels));
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("dct_scaling", &spec_.dct));
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("crop_fraction", &spec_.crop_fraction));
+    OP_REQUIRES(ctx, spec_.crop_fraction > 0.0f && spec_.crop_fraction <= 1.0f,
+                errors::InvalidArgument("crop_fraction must be in (0, 1], got ",
+                                        spec_.crop_fraction));
+    std::string why;
+    OP_REQUIRES(ctx, LookupUncompress(&why) != nullptr, errors::Unavailable(why));
+    OP_REQUIRES(ctx, LookupGetImageInfo() != nullptr,
+                errors::Unavailable("tensorflow::jpeg::GetImageInfo not found in the loaded "
+                                    "TF libraries"));
+  }
+
+  void Compute(OpKernelContext* ctx) override {
+    const Tensor& contents = ctx->input(0);
+    const Tensor& draws = ctx->input(1);
+    const Tensor& mode = ctx->input(2);
+    const Tensor& flip = ctx->input(3);
+    const Tensor& size = ctx->input(4);
+    OP_REQUIRES(ctx, contents.dims() == 1,
+                errors::InvalidArgument("contents must be a string vector [n], got ",
+                                        contents.shape().DebugString()));
+    const int64_t n = contents.dim_size(0);
+    OP_REQUIRES(ctx, draws.dims() == 3 && draws.dim_size(0) == n && draws.dim_size(1) == 4,
+                errors::InvalidArgument("draws must be float32 [n, 4, attempts] with n = ", n,
+                                        " rows, got ", draws.shape().DebugString()));
+    OP_REQUIRES(ctx, mode.dims() == 1 && mode.dim_size(0) == n,
+                errors::InvalidArgument("mode must be int32 [n] with n = ", n, ", got ",
+                                        mode.shape().DebugString()));
+    OP_REQUIRES(ctx, flip.dims() == 1 && flip.dim_size(0) == n,
+                errors::InvalidArgument("flip must be bool [n] with n = ", n, ", got ",
+                                        flip.shape().DebugString()));
+    OP_REQUIRES(ctx, size.dims() == 1 && size.NumElements() == 2,
+                errors::InvalidArgument("size must be int32 [2] (height, width), got ",
+                                        size.shape().DebugString()));
+    RowSpec spec = spec_;
+    spec.out_h = size.vec<int32>()(0);
+    spec.out_w = size.vec<int32>()(1);
+    OP_REQUIRES(ctx, spec.out_h > 0 && spec.out_w > 0,
+                errors::InvalidArgument("size must be positive, got ", spec.out_h, "x",
+                                        spec.out_w));
+    const int64_t attempts = draws.dim_size(2);
+    auto modes = mode.vec<int32>();
+    for (int64_t i = 0; i < n; ++i) {
+      OP_REQUIRES(ctx, modes(i) >= kRowRrc && modes(i) <= kRowCenter,
+                  errors::InvalidArgument("mode[", i, "] must be 0 (crop window), 1 (whole "
+                                          "image) or 2 (centre crop), got ", modes(i)));
+      OP_REQUIRES(ctx, modes(i) != kRowRrc || attempts > 0,
+                  errors::InvalidArgument("draws has 0 attempts but mode[", i, "] is 0"));
+    }
+
+    Tensor* images = nullptr;
+    Tensor* status = nullptr;
+    Tensor* message = nullptr;
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(
+                            0, TensorShape({n, spec.out_h, spec.out_w, spec.channels}), &images));
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(1, TensorShape({n}), &status));
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(2, TensorShape({n}), &message));
+    if (n == 0) return;
+
+    const auto in = contents.vec<tstring>();
+    const auto flips = flip.vec<bool>();
+    const float* draw_data = draws.flat<float>().data();
+    uint8_t* out = images->flat<uint8>().data();
+    int32_t* codes = status->vec<int32>().data();
+    auto texts = message->vec<tstring>();
+    const int64_t row_bytes = spec.out_h * spec.out_w * spec.channels;
+    const int64_t draw_stride = 4 * attempts;
+
+    // An error that is not the row's data (out of memory) fails the op; the
+    // first one wins.
+    std::mutex fatal_mu;
+    Status fatal;
+    auto run = [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i) {
+        uint8_t* row = out + i * row_bytes;
+        const tstring& bytes = in(i);
+        // tf.io.is_jpeg: the same test the per-sample path branches on
+        if (bytes.size() < 3 || static_cast<uint8_t>(bytes[0]) != 0xFF ||
+            static_cast<uint8_t>(bytes[1]) != 0xD8 || static_cast<uint8_t>(bytes[2]) != 0xFF) {
+          std::memset(row, 0, row_bytes);
+          codes[i] = 1;
+          continue;
+        }
+        const Status s = DecodeCropResizeRow(bytes, draw_data + i * draw_stride, attempts,
+                                             static_cast<RowMode>(modes(i)), flips(i), spec,
+                                             row);
+        if (s.ok()) {
+          codes[i] = 0;
+          continue;
+        }
+        std::memset(row, 0, row_bytes);
+        codes[i] = 2;
+        texts(i) = std::string(s.message());
+        if (!absl::IsInvalidArgument(s)) {
+          std::lock_guard<std::mutex> lock(fatal_mu);
+          if (fatal.ok()) fatal = s;
+        }
+      }
+    };
+    // A row is a JPEG decode + resize: ~10^6-10^7 cycles, far above the pool's
+    // per-task overhead. Shard (not ParallelFor) so a per-thread intra-op limit
+    // (tf.data's threading.max_intra_op_parallelism) is honoured.
+    const int64_t cost = 1000 * (spec.out_h * spec.out_w + 1) + 1000000;
+    auto* workers = ctx->device()->tensorflow_cpu_worker_threads();
+    Shard(workers->num_threads, workers->workers, n, cost, run);
+    OP_REQUIRES_OK(ctx, fatal);
+  }
+
+ private:
+  RowSpec spec_;
+};
+
+}  // namespace
+
+REGISTER_KERNEL_BUILDER(Name("TfpipeDecodeCropResizeBlock").Device(DEVICE_CPU),
+                        DecodeCropResizeBlockOp);
