@@ -21,11 +21,11 @@ from .bad_data import BAD, write_bad_dataset
 from .conftest import _example, base_config, write_shards
 from .helpers import all_ops, graph_def
 
-pytestmark = pytest.mark.skipif(not native_jpeg.has_decode_crop_resize(),
+pytestmark = pytest.mark.skipif(not native_jpeg.has_decode_crop_resize_block(),
                                 reason="native kernels not built (the block path needs them)")
 
-# Only the block path rebatches; the block op's type once the native op is built.
-MARKERS = ("RebatchDatasetV2",)
+# The block op, and the rebatch only the block path has.
+MARKERS = ("TfpipeDecodeCropResizeBlock", "RebatchDatasetV2")
 
 
 def _ops(ds: tf.data.Dataset) -> set[str]:

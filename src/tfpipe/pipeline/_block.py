@@ -67,47 +67,7 @@ def enabled() -> bool:
 def _op_available() -> bool:
     from tfpipe.native import jpeg as native_jpeg
 
-    has = getattr(native_jpeg, "has_decode_crop_resize_block", None)
-    if has is not None:
-        return bool(has())
-    return native_jpeg.has_decode_crop_resize()  # STAND-IN (until the block op lands)
-
-
-def _block_op() -> Callable[..., Any]:
-    from tfpipe.native import jpeg as native_jpeg
-
-    return getattr(native_jpeg, "decode_crop_resize_block", _stand_in)
-
-
-def _stand_in(contents, draws, mode, flip, size, ratio, channels=3, dct_scaling=True,
-              crop_fraction=0.875):
-    """STAND-IN for the block op: the per-sample kernels row by row. A bad JPEG
-    fails the whole call (the block then goes row by row)."""
-    from tfpipe import augment
-    from tfpipe.native.jpeg import decode_crop_resize
-    from tfpipe.pipeline._decode import decode_window, resize_uint8
-
-    def row(args):
-        c, d, m, f = args
-
-        def eval_row():
-            crop, _, _ = decode_window(
-                c, channels, lambda hh, ww: augment.center_crop_window(hh, ww, size, crop_fraction),
-                True, target=size if dct_scaling else None)
-            return resize_uint8(crop, size)
-
-        def jpeg():
-            return tf.cond(tf.equal(m, 2), eval_row,
-                           lambda: decode_crop_resize(c, d, tf.equal(m, 0), f, size, ratio,
-                                                      channels, dct_scaling))
-        img = tf.cond(tf.io.is_jpeg(c), jpeg,
-                      lambda: tf.zeros([size[0], size[1], channels], tf.uint8))
-        img = tf.ensure_shape(img, [size[0], size[1], channels])
-        return img, tf.where(tf.io.is_jpeg(c), 0, 1)
-
-    images, status = tf.map_fn(row, (contents, draws, mode, flip),
-                               fn_output_signature=(tf.uint8, tf.int32))
-    return images, status, tf.fill(tf.shape(status), "")
+    return native_jpeg.has_decode_crop_resize_block()
 
 
 def _spec(parse: Callable[..., Any]) -> dict[str, Any] | None:
@@ -175,6 +135,8 @@ def _decode_block(builder: Any, spec: dict[str, Any], plan: Callable[..., Any] |
     -> {image, label, _local, _shard, _record, ok[, _enabled]}. `slow` is every
     row through `_per_row` (for a block `fast` failed on, e.g. a record
     parse_example rejects)."""
+    from tfpipe.native import jpeg as native_jpeg
+
     s = builder.s
     h, w = s.image_size
     size = (int(h), int(w))
@@ -218,7 +180,7 @@ def _decode_block(builder: Any, spec: dict[str, Any], plan: Callable[..., Any] |
             mode = tf.fill([n], tf.constant(EVAL, tf.int32))
             flip = tf.zeros([n], tf.bool)
             draws = tf.zeros([n, 4, 1], tf.float32)  # ignored by mode 2
-        images, status, _ = _block_op()(
+        images, status, _ = native_jpeg.decode_crop_resize_block(
             encoded, draws, mode, flip, size, ratio, s.channels, s.dct_scaling, crop_fraction)
         other = tf.equal(status, NOT_JPEG)
 
