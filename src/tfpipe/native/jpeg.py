@@ -122,7 +122,12 @@ def decode_crop_resize_block(contents: Any, draws: Any, mode: Any, flip: Any,
     `flip[i]`. Each ok row is those ops' bytes, whatever the thread count.
     status 0 = ok; 1 = not a JPEG (`tf.io.is_jpeg` false: decode it another way);
     2 = a JPEG the per-sample op rejects (message = its error text). Rows with
-    status 1 or 2 are zeros; only malformed arguments raise."""
+    status 1 or 2 are zeros; only malformed arguments raise.
+
+    Rows run on TF's intra-op threads, within the caller's per-thread limit:
+    inside tf.data that is `threading.max_intra_op_parallelism` (1 by default:
+    rows inline, parallel only across the map's calls; 0 or the CPU count lets
+    one call spread its rows)."""
     import numpy as np
 
     if not 0 < crop_fraction <= 1:

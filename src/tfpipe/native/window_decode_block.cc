@@ -8,9 +8,14 @@
 // directly: each row is DecodeCropResizeRow (window_decode.cc: header size,
 // window, strict DCT-scaled decode into the thread's scratch, bilinear resize +
 // flip) writing straight into its slice of the output. Rows run in parallel on
-// the device's CPU worker threads; a row touches only its own input, draws,
-// scratch and output slice, so its bytes do not depend on the thread count or
-// on the other rows (tests/native/test_decode_block.py).
+// the device's CPU worker threads through tensorflow::Shard, which honours a
+// per-thread intra-op limit: inside tf.data that is
+// `threading.max_intra_op_parallelism`, 1 by default, and then the rows run
+// inline on the calling thread (parallelism comes from the map's
+// num_parallel_calls); with 0 or the CPU count they spread over TF's intra-op
+// pool. A row touches only its own input, draws, scratch and output slice, so
+// its bytes do not depend on the thread count or on the other rows
+// (tests/native/test_decode_block.py).
 //
 // One bad row never fails the op: it gets status 1 (not a JPEG: tf.io.is_jpeg
 // false; the caller decodes it another way) or 2 (what the per-sample op raises
@@ -193,7 +198,8 @@ class DecodeCropResizeBlockOp : public OpKernel {
     };
     // A row is a JPEG decode + resize: ~10^6-10^7 cycles, far above the pool's
     // per-task overhead. Shard (not ParallelFor) so a per-thread intra-op limit
-    // (tf.data's threading.max_intra_op_parallelism) is honoured.
+    // (tf.data's threading.max_intra_op_parallelism) is honoured, as TF's own
+    // kernels do.
     const int64_t cost = 1000 * (spec.out_h * spec.out_w + 1) + 1000000;
     auto* workers = ctx->device()->tensorflow_cpu_worker_threads();
     Shard(workers->num_threads, workers->workers, n, cost, run);
