@@ -44,7 +44,7 @@ ENV = "TFPIPE_BLOCK_PATH"
 _ENV_ON = os.environ.get(ENV, "1").strip() != "0"
 _FORCED: list[bool] = []  # innermost `forced(...)` wins (benchmarks, tests)
 
-# modes of decode_crop_resize_block (docs: /work/wt/notes/BLOCK-OP.md, native/jpeg.py)
+# modes and statuses of `native.jpeg.decode_crop_resize_block`
 RRC, WHOLE, EVAL = 0, 1, 2
 OK, NOT_JPEG = 0, 1
 
