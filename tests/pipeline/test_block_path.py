@@ -94,7 +94,6 @@ def test_uint8_drop_remainder_supervised_worker(dataset):
     assert [len(b[1]) for b in got] == [10, 10]
 
 
-@pytest.mark.slow
 def test_crop_p_and_enable_rate_no_drop(dataset):
     """crop p < 1 (whole-image rows, mode 1) and enable_rate 0.5 (eval rows, mode 2);
     the last batch short (56 = 5 x 10 + 6)."""
@@ -104,7 +103,6 @@ def test_crop_p_and_enable_rate_no_drop(dataset):
     assert [len(b["label"]) for b in got] == [10] * 5 + [6]
 
 
-@pytest.mark.slow
 def test_mixup_cutmix_device_resume(dataset):
     """pixel_stage device (uint8 + the L3/L4 draws) with mixup + cutmix, resumed at
     step 3 (the skip before the blocks, the batch numbering from 3)."""
@@ -127,7 +125,6 @@ def test_eval_split_and_cache(dataset, tmp_path):
         np.testing.assert_array_equal(x["image"], y["image"])
 
 
-@pytest.mark.slow
 def test_not_deterministic_same_samples(dataset):
     cfg = _imagenet(dataset, **{"pipeline.deterministic": False, **NO_L3})
     got = {}
