@@ -123,6 +123,16 @@ def composed_l1(build, cfg):
         _classify._has_fused_l1 = saved
 
 
+def per_element(build, cfg):
+    """`build(cfg, "train")` on the per-element path (one guarded map per sample,
+    then batch) instead of the block path (pipeline/_block.py): what the block
+    path buys. The choice is made when the pipeline is built."""
+    from tfpipe.pipeline import _block
+
+    with _block.forced(False):
+        return build(cfg, "train")
+
+
 def pipeline_map_parallelism(cfg) -> int:
     """The per-sample map parallelism tfpipe's pipeline uses for `cfg`."""
     import tfpipe.pipeline as P
@@ -160,6 +170,10 @@ def variants(data: Path, batch: int, photo_size: bool = False):
                                                           f"pipeline.batch_size={batch}",
                                                           "augment.pixel.saturation.enabled=false",
                                                           "data.dct_scaling=false"]))
+    cfg_dev = load_config("imagenet", parse_set_options([f"data.path={data}",
+                                                         f"pipeline.batch_size={batch}",
+                                                         "augment.pixel.saturation.enabled=false",
+                                                         "augment.pixel_stage=device"]))
     npc = pipeline_map_parallelism(cfg)
     s = settings(cfg)
     about = (f"reference: tfpipe's read stage ({len(files)} shards, interleave_cycle "
@@ -171,9 +185,11 @@ def variants(data: Path, batch: int, photo_size: bool = False):
         "tfpipe imagenet, uint8 output (normalize on the accelerator)":
             lambda: build_pipeline(cfg_u8, "train"),
         "tfpipe imagenet, pixel_stage device (uint8 + draws; L3/normalize in the step)":
-            lambda: build_pipeline(load_config("imagenet", parse_set_options([
-                f"data.path={data}", f"pipeline.batch_size={batch}",
-                "augment.pixel.saturation.enabled=false", "augment.pixel_stage=device"])), "train"),
+            lambda: build_pipeline(cfg_dev, "train"),
+        "tfpipe imagenet, per-element path (no block path)":
+            lambda: per_element(build_pipeline, cfg),
+        "tfpipe imagenet, pixel_stage device, per-element path (no block path)":
+            lambda: per_element(build_pipeline, cfg_dev),
         **({"tfpipe imagenet, data.dct_scaling=false (full-size window decode)":
             lambda: build_pipeline(cfg_full, "train")} if photo_size else {}),
         "tfpipe imagenet, composed L1 ops (no fused decode-crop-resize kernel)":

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import tensorflow as tf
 
-from tfpipe.pipeline import STAGES, build_pipeline, build_stages
+from tfpipe.pipeline import STAGES, _block, build_pipeline, build_stages
 
 from .conftest import CLASSES, NUM, base_config
 from .helpers import dataset_chain, graph_def
@@ -40,10 +40,16 @@ def test_stage_order_in_graph(dataset, tmp_path):
     inner = {n.op for f in g.library.function for n in f.node_def}
     assert {"ShuffleDatasetV3", "ParallelMapDatasetV2"} <= inner
     # eval: decoded images cached (deterministic), no shuffle, no epoch counter
-    chain = dataset_chain(graph_def(build_pipeline(cfg, split="validation")))
+    with _block.forced(False):  # the per-element path: samples cached, then batched
+        chain = dataset_chain(graph_def(build_pipeline(cfg, split="validation")))
     assert not any(op.startswith(("ShuffleDataset", "FlatMap")) for op in chain)
     assert _index(chain, "CacheDataset") < _index(chain, "BatchDataset") and \
         chain[-1] == "PrefetchDataset"
+    # the block path (pipeline/_block.py): record blocks decoded, cached, rebatched
+    chain = dataset_chain(graph_def(build_pipeline(cfg, split="validation")))
+    assert not any(op.startswith(("ShuffleDataset", "FlatMap")) for op in chain)
+    assert _index(chain, "BatchDataset") < _index(chain, "ParallelInterleaveDataset") < \
+        _index(chain, "CacheDataset") < _index(chain, "RebatchDataset"), chain
 
 
 def test_cache_dir_reproduces_and_options(dataset, tmp_path):

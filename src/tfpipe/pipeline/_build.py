@@ -25,7 +25,7 @@ import tensorflow as tf
 
 from tfpipe import seeds
 from tfpipe.errors import ConfigError, TfpipeError
-from tfpipe.pipeline import _classify
+from tfpipe.pipeline import _block, _classify
 from tfpipe.pipeline._errors import guarded_map as isolate
 from tfpipe.pipeline._errors import planned
 from tfpipe.pipeline._options import batch_parallelism, map_parallelism, options
@@ -252,14 +252,20 @@ def _assemble(s: Settings, split: str, epoch: int | tf.Tensor, worker: tuple[int
         stages.append(("decode", planned(ds, plan, parallel=npc).map(
             builder.decode_only, num_parallel_calls=npc, deterministic=s.deterministic)))
 
-    ds, after_batch = isolate(ds, builder.process, builder.sentinel, files, s.on_error, npc,
-                              s.deterministic, plan)
-    if not train:
-        ds = _cache(ds, s, split, files, (wi, wc), "decoded")
-    stages.append(("geometry", ds))
-
     drop = s.drop_remainder if train else False
-    ds = after_batch(builder.batch(ds, False), drop, s.batch_size)
+    if not all_stages and _block.eligible(builder, src.parse, train):
+        # whole blocks of records become batches, the same bits (pipeline/_block.py)
+        ds = _block.batches(ds, builder, src.parse, files, s.on_error, npc,
+                            s.deterministic, train, drop, None if train else (
+                                lambda d: _block.cache_blocks(d, s.cache, lambda: _cache_path(
+                                    s, split, files, (wi, wc), "decoded"))))
+    else:
+        ds, after_batch = isolate(ds, builder.process, builder.sentinel, files, s.on_error, npc,
+                                  s.deterministic, plan)
+        if not train:
+            ds = _cache(ds, s, split, files, (wi, wc), "decoded")
+        stages.append(("geometry", ds))
+        ds = after_batch(builder.batch(ds, False), drop, s.batch_size)
     stages.append(("batch", ds))
     batched = ds.enumerate(tf.cast(step, tf.int64)) if positioned else ds.enumerate()
     if all_stages:

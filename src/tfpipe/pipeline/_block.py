@@ -1,0 +1,300 @@
+"""The block path: a whole block of records becomes a batch in one map.
+
+The per-element path (`_errors.guarded_map`) runs ~11 tf.data steps per sample
+(plan blocks, unbatch, the guarded map, ignore_errors, batch, the settling
+scan, ...). For the pipelines whose per-sample work is exactly one native
+decode-crop-resize-flip of a JPEG, this path takes `batch_size` records at a
+time instead and never makes a per-sample tensor (docs/pipeline.md, "Block
+path"):
+
+    enumerate -> [skip] -> batch(batch_size) of (local, (shard, record, serialized))
+      -> one function per block, isolated as a whole (`_isolated`):
+           parse_example (image, label) -> Classify.plan(local) (the same draws)
+           -> mode / flip per row -> ONE decode_crop_resize_block call
+           -> rows the op does not decode (status 1: PNG, GIF, BMP) through
+              `Classify.process`, each isolated, scattered back (only when a
+              block has such rows: tf.cond)
+      -> report (sequential: the count is a read-modify-write): rows that
+         failed are logged and counted (skip) or fail the pipeline (raise),
+         with the message the per-element path gives, and are removed
+      -> rebatch(batch_size): batches formed from the surviving samples in
+         order, as the per-element path forms them
+      -> (the caller) enumerate batches -> Classify.compose, unchanged.
+
+Every row's bytes are the per-element path's (the op's contract: row i equals
+`decode_crop_resize` / `eval_image` of that row; tests/pipeline/
+test_block_path.py compares whole pipelines), so the path needs no config
+switch; `TFPIPE_BLOCK_PATH=0` (read once, at import) keeps the per-element
+path, for comparisons.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+from typing import Any, Callable, Iterator
+
+import tensorflow as tf
+
+from tfpipe.pipeline._errors import _table
+from tfpipe.pipeline._source import IMAGE_KEY, LABEL_KEY
+
+ENV = "TFPIPE_BLOCK_PATH"
+_ENV_ON = os.environ.get(ENV, "1").strip() != "0"
+_FORCED: list[bool] = []  # innermost `forced(...)` wins (benchmarks, tests)
+
+# modes and statuses of `native.jpeg.decode_crop_resize_block`
+RRC, WHOLE, EVAL = 0, 1, 2
+OK, NOT_JPEG = 0, 1
+
+
+@contextlib.contextmanager
+def forced(on: bool) -> Iterator[None]:
+    """Pipelines built inside take (`on`) or do not take the block path where
+    eligible; the choice is made when the pipeline is built (traced)."""
+    _FORCED.append(bool(on))
+    try:
+        yield
+    finally:
+        _FORCED.pop()
+
+
+def enabled() -> bool:
+    return _FORCED[-1] if _FORCED else _ENV_ON
+
+
+def _op_available() -> bool:
+    from tfpipe.native import jpeg as native_jpeg
+
+    return native_jpeg.has_decode_crop_resize_block()
+
+
+def _spec(parse: Callable[..., Any]) -> dict[str, Any] | None:
+    """`tf.io.parse_example` features for (image, label), from the record source
+    behind `parse` (`records.RecordSource.parse_spec`); None when the source has
+    none or a feature is not fixed-length (then the per-element path runs)."""
+    owner = getattr(parse, "__self__", None)
+    spec_of = getattr(owner, "parse_spec", None)
+    if spec_of is None:
+        return None
+    try:
+        spec = spec_of((IMAGE_KEY, LABEL_KEY))
+    except Exception:  # noqa: BLE001 - e.g. no label feature: the per-element path decides
+        return None
+    if not all(isinstance(f, tf.io.FixedLenFeature) for f in spec.values()):
+        return None
+    return spec
+
+
+def eligible(builder: Any, parse: Callable[..., Any], train: bool) -> bool:
+    """Whether the block path computes exactly what `builder.process` does per
+    sample: classification; train geometry exactly [random_resized_crop
+    (bilinear), optional horizontal-only flip] on the fused kernel (or no
+    augmentation at all, or an eval split: the centre crop); the block op built."""
+    s = builder.s
+    if not enabled() or s.task != "classification" or not _op_available():
+        return False
+    if _spec(parse) is None:
+        return False
+    if train and builder.augmenting:
+        geometry = s.active("geometry")
+        return bool(builder.fast_crop and builder.fused_l1
+                    and len(geometry) == 1 + int(builder.fast_flip))
+    return True  # every row is the eval rendering (`Classify.eval_image`)
+
+
+def _ratio(op: Any) -> tuple[float, float]:
+    v = op.params.get("ratio", (3 / 4, 4 / 3))  # the default `Classify` uses
+    return float(v[0]), float(v[1])
+
+
+def _per_row(builder: Any, elems: tuple[Any, ...]) -> dict[str, tf.Tensor]:
+    """`builder.process` of each row of `elems` ((shard, record, local,
+    serialized[, plan rows]) vectors), each row isolated as `_errors.isolate`
+    does it: a row that fails gives the sentinel with ok=False. -> stacked."""
+    process = tf.autograph.experimental.do_not_convert(builder.process)
+    sentinel = tf.autograph.experimental.do_not_convert(builder.sentinel)
+
+    @tf.autograph.experimental.do_not_convert
+    def one(*e: Any) -> tf.data.Dataset:
+        good = tf.data.Dataset.from_tensors(e).map(
+            lambda *x: {**process(*x), "ok": tf.constant(True)}).ignore_errors()
+        bad = tf.data.Dataset.from_tensors(e).map(
+            lambda *x: {**sentinel(*x), "ok": tf.constant(False)})
+        return good.concatenate(bad).take(1)
+
+    n = tf.cast(tf.shape(elems[0])[0], tf.int64)
+    rows = tf.data.Dataset.from_tensor_slices(elems).flat_map(one).batch(n)
+    return rows.get_single_element()
+
+
+def _decode_block(builder: Any, spec: dict[str, Any], plan: Callable[..., Any] | None,
+                  train: bool) -> tuple[Callable[..., Any], Callable[..., Any]]:
+    """(fast, slow) block functions of (local, shard, record, serialized) vectors
+    -> {image, label, _local, _shard, _record, ok[, _enabled]}. `slow` is every
+    row through `_per_row` (for a block `fast` failed on, e.g. a record
+    parse_example rejects)."""
+    from tfpipe.native import jpeg as native_jpeg
+
+    s = builder.s
+    h, w = s.image_size
+    size = (int(h), int(w))
+    geometry = s.active("geometry") if train else []
+    ratio = _ratio(geometry[0]) if geometry else (3 / 4, 4 / 3)
+    crop_fraction = float(s.eval_crop_fraction)
+
+    def rows_of(local: tf.Tensor, shard: tf.Tensor, rec: tf.Tensor, serialized: tf.Tensor
+                ) -> tuple[tuple[Any, ...], dict[str, tf.Tensor]]:
+        row = plan(local) if plan is not None else None
+        elems = (shard, rec, local, serialized) + ((row,) if row is not None else ())
+        return elems, row or {}
+
+    def finish(local: tf.Tensor, shard: tf.Tensor, rec: tf.Tensor, image: tf.Tensor,
+               label: tf.Tensor, ok: tf.Tensor, row: dict[str, tf.Tensor]) -> dict[str, tf.Tensor]:
+        out = {"image": tf.ensure_shape(image, [None, size[0], size[1], s.channels]),
+               "label": tf.ensure_shape(label, [None]), "_local": local, "_shard": shard,
+               "_record": rec, "ok": ok}
+        if "_enabled" in row:  # as `process` carries it (enable_rate < 1)
+            out["_enabled"] = row["_enabled"]
+        return out
+
+    @tf.autograph.experimental.do_not_convert
+    def fast(local: tf.Tensor, shard: tf.Tensor, rec: tf.Tensor, serialized: tf.Tensor
+             ) -> dict[str, tf.Tensor]:
+        n = tf.shape(local)[0]
+        feats = tf.io.parse_example(serialized, spec)
+        encoded = tf.reshape(feats[IMAGE_KEY], [n])
+        label = tf.cast(tf.reshape(feats[LABEL_KEY], [n]), tf.int64)
+        elems, row = rows_of(local, shard, rec, serialized)
+        if train and builder.augmenting:
+            mode = tf.fill([n], tf.constant(RRC, tf.int32))
+            if "_crop_on" in row:  # the crop's p-coin said no: the whole image, resized
+                mode = tf.where(row["_crop_on"], mode, WHOLE)
+            flip = row["_flip"] if "_flip" in row else tf.zeros([n], tf.bool)
+            if "_enabled" in row:  # not augmented: the eval rendering, never flipped
+                mode = tf.where(row["_enabled"], mode, EVAL)
+                flip = tf.logical_and(flip, row["_enabled"])
+            draws = row["_crop"]
+        else:
+            mode = tf.fill([n], tf.constant(EVAL, tf.int32))
+            flip = tf.zeros([n], tf.bool)
+            draws = tf.zeros([n, 4, 1], tf.float32)  # ignored by mode 2
+        images, status, _ = native_jpeg.decode_crop_resize_block(
+            encoded, draws, mode, flip, size, ratio, s.channels, s.dct_scaling, crop_fraction)
+        other = tf.equal(status, NOT_JPEG)
+
+        def redo() -> tuple[tf.Tensor, ...]:
+            """The rows that are no JPEG through the per-sample path, scattered back."""
+            at = tf.where(other)[:, 0]
+            got = _per_row(builder, tf.nest.map_structure(lambda t: tf.gather(t, at), elems))
+            pos = at[:, None]
+            return (tf.tensor_scatter_nd_update(images, pos, got["image"]),
+                    tf.tensor_scatter_nd_update(label, pos, got["label"]),
+                    tf.tensor_scatter_nd_update(tf.equal(status, OK), pos, got["ok"]))
+
+        image, label, ok = tf.cond(tf.reduce_any(other), redo,
+                                   lambda: (images, label, tf.equal(status, OK)))
+        return finish(local, shard, rec, image, label, ok, row)
+
+    @tf.autograph.experimental.do_not_convert
+    def slow(local: tf.Tensor, shard: tf.Tensor, rec: tf.Tensor, serialized: tf.Tensor
+             ) -> dict[str, tf.Tensor]:
+        elems, row = rows_of(local, shard, rec, serialized)
+        got = _per_row(builder, elems)
+        return finish(local, shard, rec, got["image"], got["label"], got["ok"], row)
+
+    return fast, slow
+
+
+def _report(files: list[str], policy: str) -> Callable[[dict[str, tf.Tensor]], Any]:
+    """Per block, sequential: the failed rows logged + counted (skip) or the
+    pipeline failed (raise), as `_errors.isolate` words it; then removed."""
+    paths = tf.constant(files)
+
+    @tf.autograph.experimental.do_not_convert
+    def report(blk: dict[str, tf.Tensor]) -> dict[str, tf.Tensor]:
+        ok = blk["ok"]
+        bad = tf.logical_not(ok)
+
+        def messages() -> tuple[tf.Tensor, tf.Tensor]:
+            where = tf.boolean_mask(blk["_shard"], bad)
+            shard_paths = tf.gather(paths, where)
+            msgs = tf.strings.join(
+                ["tfpipe: bad record ", tf.strings.as_string(tf.boolean_mask(blk["_record"], bad)),
+                 " in shard ", shard_paths, f" (pipeline.on_error={policy})"])
+            return msgs, shard_paths
+
+        if policy == "raise":
+            def first() -> tf.Tensor:
+                return messages()[0][0]
+            msg = tf.cond(tf.reduce_all(ok), lambda: tf.constant(""), first)
+            check = tf.debugging.Assert(tf.reduce_all(ok), [msg], summarize=1)
+            with tf.control_dependencies([check]):
+                ok = tf.identity(ok)
+        else:
+            def log_and_count() -> tf.Tensor:
+                msgs, shard_paths = messages()
+                table = _table()
+                uniq, _, counts = tf.unique_with_counts(shard_paths)
+                printed = tf.print(tf.strings.reduce_join(msgs + "; skipped", separator="\n"),
+                                   output_stream=sys.stderr)
+                with tf.control_dependencies([printed]):
+                    new = table.lookup(uniq) + tf.cast(counts, tf.int64)
+                with tf.control_dependencies([table.insert(uniq, new)]):
+                    return tf.constant(True)
+
+            reported = tf.cond(tf.reduce_any(bad), log_and_count, lambda: tf.constant(False))
+            with tf.control_dependencies([reported]):
+                ok = tf.identity(ok)
+        keep = {k: v for k, v in blk.items() if k not in ("ok", "_shard", "_record")}
+        # a block without failures passes its tensors through (no copy)
+        return tf.cond(tf.reduce_all(ok), lambda: dict(keep),
+                       lambda: {k: tf.boolean_mask(v, ok) for k, v in keep.items()})
+
+    return report
+
+
+def batches(ds: tf.data.Dataset, builder: Any, parse: Callable[..., Any], files: list[str],
+            policy: str, parallel: int, deterministic: bool, train: bool, drop_remainder: bool,
+            cache: Callable[[tf.data.Dataset], tf.data.Dataset] | None = None
+            ) -> tf.data.Dataset:
+    """`(local, (shard, record, serialized))` elements (after enumerate and the
+    resume skip) -> uint8 batches {image, label, _local[, _enabled]}: what
+    `guarded_map` + batch + after_batch give for the same records. `cache`
+    (eval) is applied to the reported blocks, before they are rebatched."""
+    s = builder.s
+    spec = _spec(parse)
+    assert spec is not None, "block path taken for an ineligible pipeline"
+    plan = builder.plan if train and builder.augmenting else None
+    fast, slow = _decode_block(builder, spec, plan, train)
+
+    @tf.autograph.experimental.do_not_convert
+    def isolated(local: tf.Tensor, elem: tuple[tf.Tensor, ...]) -> tf.data.Dataset:
+        # A block `fast` fails on (a record parse_example rejects, ...) goes row by
+        # row: only the bad record is lost (`slow` isolates each row).
+        shard, rec, serialized = elem
+        args = (local, shard, rec, serialized)
+        good = tf.data.Dataset.from_tensors(args).map(fast).ignore_errors()
+        return good.concatenate(tf.data.Dataset.from_tensors(args).map(slow)).take(1)
+
+    blocks = ds.batch(s.batch_size)
+    npar = parallel if parallel == -1 else max(1, parallel)
+    out = blocks.interleave(isolated, cycle_length=max(1, abs(npar)) if npar > 0 else None,
+                            block_length=1, num_parallel_calls=npar, deterministic=deterministic)
+    out = out.map(_report(files, policy))  # sequential on purpose (the counts)
+    if cache is not None:
+        out = cache(out)
+    # Without a failed row every block already is the per-element path's batch;
+    # rebatch re-forms batches from the surviving samples in order after one.
+    return out.rebatch(s.batch_size, drop_remainder=drop_remainder)
+
+
+def cache_blocks(ds: tf.data.Dataset, mode: str, path: Callable[[], str]) -> tf.data.Dataset:
+    """`pipeline.cache` for the eval blocks: a file of its own (the per-element
+    path caches samples, not blocks, under the same key)."""
+    if mode == "none":
+        return ds
+    if mode == "memory":
+        return ds.cache()
+    return ds.cache(path() + "-blocks")
