@@ -86,12 +86,7 @@ def apply_geometry_op(op: Op, image: tf.Tensor, seed: tf.Tensor,
         fn = lambda: augment.center_crop(  # noqa: E731
             image, size, float(prm.get("crop_fraction", 0.875)), interp)[0]
     elif name == "affine":
-        kw = {k: prm[k] for k in ("rotation", "scale", "per_axis_scale", "shear", "translate",
-                                  "interpolation", "fill_mode", "fill_value") if k in prm}
-        for k in ("scale", "translate"):
-            if k in kw and kw[k] is not None:
-                kw[k] = tuple(kw[k])
-        fn = lambda: augment.random_affine(image, seed, **kw)[0]  # noqa: E731
+        fn = lambda: augment.random_affine(image, seed, **affine_kwargs(op))[0]  # noqa: E731
     elif name == "pad_and_crop":
         kw = {k: prm[k] for k in ("padding", "fill_mode", "fill_value") if k in prm}
         fn = lambda: augment.pad_and_crop(image, seed, **kw)[0]  # noqa: E731
@@ -107,6 +102,18 @@ def apply_geometry_op(op: Op, image: tf.Tensor, seed: tf.Tensor,
         return fn()
     out = tf.cond(coin(seed, op.p), fn, lambda: image)
     return tf.ensure_shape(out, [None, None, image.shape[-1]])
+
+
+def affine_kwargs(op: Op, draws_only: bool = False) -> dict[str, Any]:
+    """`random_affine`'s keyword arguments from an affine op's params (draws_only:
+    those of `sample_affine_matrices`, without interpolation / fill)."""
+    keys = ("rotation", "scale", "per_axis_scale", "shear", "translate") + (
+        () if draws_only else ("interpolation", "fill_mode", "fill_value"))
+    kw = {k: op.params[k] for k in keys if k in op.params}
+    for k in ("scale", "translate"):
+        if k in kw and kw[k] is not None:
+            kw[k] = tuple(kw[k])
+    return kw
 
 
 def aug(name: str) -> Any:
@@ -151,6 +158,11 @@ class Classify:
         self.fused_l1 = self.fast_crop and _has_fused_l1()
         # the output size a JPEG window is DCT-scaled towards (None: full-size decode)
         self.dct_target = s.image_size if s.dct_scaling else None
+        # affine ops whose matrix the plan draws (vectorized, the same bits): the
+        # input size must be image_size, so none after a rot90 of a non-square size
+        square = s.image_size[0] == s.image_size[1]
+        self.planned_affine = [i for i, op in enumerate(ops) if op.name == "affine" and (
+            square or "rot90" not in [o.name for o in ops[:i]])]
         self.fused = FusedPixel(self.pixel, s.mean, s.std) if fusable(self.pixel) else None
         self.pixel_fns = [] if self.fused else [pixel_fn(op) for op in self.pixel]
         # resolved here, not inside the traced functions (autograph would trace importlib)
@@ -215,6 +227,12 @@ class Classify:
         if self.fast_flip:  # = random_flip's horizontal draw
             flip_seed = split_seeds(seeds.fold(base, 1), 2)[:, 0]
             out["_flip"] = bernoulli(flip_seed, self.geometry[1].p)
+        for i in self.planned_affine:  # = random_affine's matrix and p-coin, per row
+            op, si = self.geometry[i], seeds.fold(base, i)
+            out[f"_affine{i}"] = augment.sample_affine_matrices(
+                si, self.s.image_size, **affine_kwargs(op, draws_only=True))
+            if op.p < 1.0:
+                out[f"_affine{i}_on"] = coin(si, op.p)
         return out
 
     # ------------------------------------------------------------------ L1 + L2
@@ -260,10 +278,25 @@ class Classify:
             # at image_size are unchanged (same-size bilinear is the identity).
             image = resize_uint8(decode_full(encoded, self.s.channels), size)
         for i in range(start, len(ops)):
+            if f"_affine{i}" in row:  # the planned matrix: random_affine's warp
+                image = self._planned_affine(ops[i], image, row, i)
+                continue
             image = apply_geometry_op(ops[i], image, seeds.fold(row["_base"], i), size)
         if image.shape[0] != size[0] or image.shape[1] != size[1]:
             image = resize_uint8(image, size)  # same-size bilinear is the identity
         return image
+
+    def _planned_affine(self, op: Op, image: tf.Tensor, row: dict[str, tf.Tensor],
+                        i: int) -> tf.Tensor:
+        """`apply_geometry_op(affine)` with the matrix (and coin) the plan drew."""
+        kw = affine_kwargs(op)
+        fn = lambda: augment.affine(  # noqa: E731
+            image, row[f"_affine{i}"], None, str(kw.get("interpolation", "bilinear")),
+            str(kw.get("fill_mode", "constant")), float(kw.get("fill_value", 0.0)))
+        if f"_affine{i}_on" not in row:
+            return fn()
+        out = tf.cond(row[f"_affine{i}_on"], fn, lambda: image)
+        return tf.ensure_shape(out, [None, None, image.shape[-1]])
 
     def _composed_crop(self, encoded: tf.Tensor, row: dict[str, tf.Tensor]
                        ) -> tuple[tf.Tensor, int]:
