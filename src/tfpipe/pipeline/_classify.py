@@ -208,8 +208,10 @@ class Classify:
 
         `_base`: op-seed bases; `_enabled`: the batch's enable coin (enable_rate < 1);
         `_crop`: `crop_window_draws(op_seed(0))` [n, 4, attempts]; `_crop_on`: its
-        p-coin (p < 1); `_flip`: the flip coin of op 1. The same calls as for one
-        sample, on rows of seeds (vectorized Philox): the same bits (tested).
+        p-coin (p < 1); `_flip`: the flip coin of op 1; `_affine{i}` / `_affine{i}_on`:
+        affine op i's matrix [n, 3, 3] (`sample_affine_matrices`) and p-coin. The
+        same calls as for one sample, on rows of seeds (vectorized Philox): the
+        same bits (tested).
         """
         gidx, gbatch = self._indices(local)
         base = self.op_base(gidx)
