@@ -29,6 +29,7 @@ from tfpipe.augment.geometry import (
     random_rot90,
     remap,
     resize_matrix,
+    rot90_flip,
     rot90_matrix,
     rotation_matrix,
     sample_affine_matrices,
@@ -44,7 +45,7 @@ __all__ = [
     "convert_boxes", "crop_and_resize", "crop_matrix", "crop_window_draws",
     "crop_window_from_draws", "filter_boxes", "flip_matrix",
     "identity_matrix", "pad_and_crop", "random_affine", "random_flip", "random_resized_crop",
-    "random_rot90", "remap", "resize_matrix", "rot90_matrix", "rotation_matrix",
+    "random_rot90", "remap", "resize_matrix", "rot90_flip", "rot90_matrix", "rotation_matrix",
     "sample_affine_matrices", "sample_affine_matrix", "sample_crop_window", "scale_matrix", "shear_matrix",
     "transform_boxes", "translate_matrix",
     # elastic

@@ -508,6 +508,39 @@ def random_flip(image: tf.Tensor, seed: tf.Tensor, horizontal: bool = True,
     return out, flip_matrix(image_size(image), fx, fy)
 
 
+def rot90_flip(image: tf.Tensor, k: tf.Tensor, flip_x: tf.Tensor, flip_y: tf.Tensor
+               ) -> tf.Tensor:
+    """`tf.image.rot90(image, k)`, then mirror x (axis -2) if `flip_x` and y (axis
+    -3) if `flip_y`, for a square [N, N, C] image: the same pixels (a
+    permutation) in at most two passes -- one reverse (both mirrors) and a
+    transpose for odd k -- instead of up to four (rot90's reverse + transpose,
+    then one reverse per flip): what `random_rot90` followed by `random_flip`
+    computes, from their draws (`sample_rot90`, `sample_flip`).
+
+    Why it holds: rot90 k=1 is transpose(reverse_x), k=2 reverse_xy, k=3
+    transpose(reverse_y); a mirror after a transpose is the other axis's mirror
+    before it.
+    """
+    image = tf.convert_to_tensor(image)
+    if image.shape.rank != 3 or image.shape[0] is None or image.shape[0] != image.shape[1]:
+        raise ValueError(f"rot90_flip needs a square [N, N, C] image of static size, "
+                         f"got shape {image.shape}")
+    k = tf.math.floormod(tf.cast(k, tf.int32), 4)
+    odd = tf.equal(k % 2, 1)
+    fx, fy = tf.cast(flip_x, tf.bool), tf.cast(flip_y, tf.bool)
+    # the mirrors before the (optional) transpose: rot90's, then the flips'
+    rx = tf.math.logical_xor(tf.logical_or(tf.equal(k, 1), tf.equal(k, 2)), tf.where(odd, fy, fx))
+    ry = tf.math.logical_xor(tf.logical_or(tf.equal(k, 2), tf.equal(k, 3)), tf.where(odd, fx, fy))
+    # one reverse over the axes that need it (a strided slice with negative
+    # strides was slower than the passes it replaced)
+    which = tf.cast(rx, tf.int32) + 2 * tf.cast(ry, tf.int32)
+    mirrored = tf.switch_case(which, [lambda: image, lambda: tf.reverse(image, [1]),
+                                      lambda: tf.reverse(image, [0]),
+                                      lambda: tf.reverse(image, [0, 1])])
+    out = tf.cond(odd, lambda: tf.transpose(mirrored, [1, 0, 2]), lambda: mirrored)
+    return tf.ensure_shape(out, image.shape)
+
+
 def random_rot90(image: tf.Tensor, seed: tf.Tensor, p: float = 1.0
                  ) -> tuple[tf.Tensor, tf.Tensor]:
     """With probability p rotate by k*90 degrees, k uniform in {1, 2, 3} (exact).

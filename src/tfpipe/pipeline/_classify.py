@@ -37,7 +37,7 @@ from tfpipe.pipeline._settings import Op, Settings
 from tfpipe.pipeline._source import IMAGE_KEY, LABEL_KEY
 from tfpipe.augment import color
 from tfpipe.augment import on_device
-from tfpipe.augment.geometry import bernoulli, split_seeds
+from tfpipe.augment.geometry import bernoulli, sample_flip, sample_rot90, split_seeds
 from tfpipe.augment.on_device import gated, select_rows  # noqa: F401 - _detect uses them from here
 from tfpipe.pipeline.fast import FUSABLE, FusedPixel, fusable, normalizer
 
@@ -279,9 +279,22 @@ class Classify:
             # source then a resize cost ~3x more on the demo images). Sources already
             # at image_size are unchanged (same-size bilinear is the identity).
             image = resize_uint8(decode_full(encoded, self.s.channels), size)
+        fused = -1  # a flip done together with the rot90 before it
         for i in range(start, len(ops)):
             if f"_affine{i}" in row:  # the planned matrix: random_affine's warp
                 image = self._planned_affine(ops[i], image, row, i)
+                continue
+            if i == fused:
+                continue
+            if (ops[i].name == "rot90" and i + 1 < len(ops) and ops[i + 1].name == "flip"
+                    and image.shape[0] == image.shape[1] and image.shape[0] is not None):
+                # rot90 then flip, from their own draws: the same pixels in <= 2 passes
+                flip = ops[i + 1]
+                k = sample_rot90(seeds.fold(row["_base"], i), ops[i].p)
+                fx, fy = sample_flip(seeds.fold(row["_base"], i + 1),
+                                     bool(flip.params.get("horizontal", True)),
+                                     bool(flip.params.get("vertical", False)), flip.p)
+                image, fused = augment.rot90_flip(image, k, fx, fy), i + 1
                 continue
             image = apply_geometry_op(ops[i], image, seeds.fold(row["_base"], i), size)
         if image.shape[0] != size[0] or image.shape[1] != size[1]:
