@@ -13,8 +13,10 @@ are timed in alternating rounds, all at the same batch size:
            fair ceiling of benchmarks/pipeline_bench.py
 
 and reported as images/s and the ratios tfpipe / peer and tfpipe / decode-only of
-the same round (median and range over rounds). The machine is shared: trust the
-ratios, not the absolute rates.
+the same round (median and range over rounds), and the process CPU time per
+image of tfpipe and of the peer (median over rounds; the timed steps only, all
+threads). The machine is shared: trust the ratios, not the absolute rates; the
+CPU time per image depends least on the other sessions' load.
 
     .venv/bin/python benchmarks/preset_bench.py --images 600 --rounds 2 --seconds 2
 
@@ -174,11 +176,15 @@ def main(argv: list[str] | None = None) -> int:
         probe = measure(builders[row[0]][row[1]](), warmup=args.warmup, steps=3)
         steps[row] = max(args.steps, round(args.seconds * probe.batches_per_s))
     rates: dict[tuple[str, str], list[float]] = {row: [] for row in rows}
+    # process CPU time per image over the timed steps (all threads): robust to a
+    # shared machine's load, which slows the peer's Python threads more
+    cpu_ms: dict[tuple[str, str], list[float]] = {row: [] for row in rows}
     for rnd in range(args.rounds):
         order = rows if rnd % 2 == 0 else list(reversed(rows))
         for row in order:
             r = measure(builders[row[0]][row[1]](), warmup=args.warmup, steps=steps[row])
             rates[row].append(r.elements_per_s)
+            cpu_ms[row].append(r.cpu_util * r.available_cpus / r.elements_per_s * 1e3)
             print(f"round {rnd + 1}: {row[0]:20s} {row[1]:7s} {r.elements_per_s:8.1f} images/s",
                   flush=True)
 
@@ -190,12 +196,15 @@ def main(argv: list[str] | None = None) -> int:
 
     print()
     print(f"| preset | tfpipe images/s | peer (albumentations + OpenCV, 2 threads) | decode-only "
-          f"| tfpipe / peer | tfpipe / decode-only |  ({args.rounds} rounds, batch {args.batch})")
-    print("|---|---|---|---|---|---|")
+          f"| tfpipe / peer | tfpipe / decode-only | CPU ms/image tfpipe / peer |  "
+          f"({args.rounds} rounds, batch {args.batch})")
+    print("|---|---|---|---|---|---|---|")
     for preset in args.presets:
         t, pr, d = (rates[(preset, k)] for k in ("tfpipe", "peer", "decode"))
+        ct, cp = (statistics.median(cpu_ms[(preset, k)]) for k in ("tfpipe", "peer"))
         print(f"| {preset} | {med(t)} | {med(pr)} | {med(d)} | "
-              f"{ratio([a / b for a, b in zip(t, pr)])} | {ratio([a / b for a, b in zip(t, d)])} |")
+              f"{ratio([a / b for a, b in zip(t, pr)])} | {ratio([a / b for a, b in zip(t, d)])} | "
+              f"{ct:.2f} / {cp:.2f} |")
     print(f"\ntotal {time.time() - t0:.0f}s")
     if tmp is not None:
         tmp.cleanup()

@@ -91,7 +91,7 @@ def test_host_batch_stage_and_device_stage_run_one_definition(monkeypatch):
 def test_plan_stage_alone_equals_per_sample_draws():
     geo = _settings().active("geometry")
     sample_seeds = SampleSeeds(ES, 1, 3, 8)
-    plan = PlanStage(sample_seeds, geo, 1.0).plan(tf.constant([0, 5, 40], tf.int64))
+    plan = PlanStage(sample_seeds, geo, 1.0, _settings().image_size).plan(tf.constant([0, 5, 40], tf.int64))
     assert set(plan) == {"_base", "_crop", "_flip"}
     for i, local in enumerate((0, 5, 40)):
         sample = seeds.sample_seed(ES, seeds.global_index(tf.constant(local, tf.int64), 1, 3))
@@ -108,7 +108,7 @@ def test_decode_stage_alone_eval_and_planned_window():
     assert stage.image(enc, None, augmenting=False).shape == (16, 16, 3)
     # a planned row with the crop coin off: the whole image, resized (+ planned flip)
     geo = s.active("geometry")
-    planned = PlanStage(SampleSeeds(ES, 0, 1, 8), geo, 1.0).plan(tf.constant([3], tf.int64))
+    planned = PlanStage(SampleSeeds(ES, 0, 1, 8), geo, 1.0, s.image_size).plan(tf.constant([3], tf.int64))
     row = {k: v[0] for k, v in planned.items()}
     row["_crop_on"], row["_flip"] = tf.constant(False), tf.constant(True)
     got = DecodeStage(s, geo, fused_l1=False).train_image(enc, row).numpy()

@@ -18,6 +18,7 @@ import math
 from collections.abc import Sequence
 from typing import Union
 
+import numpy as np
 import tensorflow as tf
 
 from tfpipe import native
@@ -380,6 +381,9 @@ def sample_affine_matrix(seed: tf.Tensor, image_size: Size, *, rotation: Pair = 
     shear: degrees; a number s shears x only in [-s, s]; a pair (sx, sy) shears
     x in [-sx, sx] and y in [-sy, sy]. translate: (fx, fy) maxima as fractions of
     width and height, sampled in [-f, f].
+
+    `seed` [2] gives [3, 3]; ROWS of seeds [B, 2] give [B, 3, 3], row i
+    bit-identical to the matrix of seed i alone (`sample_affine_matrices`).
     """
     rot_lo, rot_hi = _pair("rotation", rotation, symmetric=True)
     sc_lo, sc_hi = _pair("scale", scale)
@@ -390,17 +394,62 @@ def sample_affine_matrix(seed: tf.Tensor, image_size: Size, *, rotation: Pair = 
     else:
         shx, shy = (abs(float(s)) for s in shear)
     fx, fy = (abs(float(t)) for t in translate)
-    seeds = split_seeds(seed, 6)
+    seeds = split_seeds(seed, 6)  # [6, 2], or [B, 6, 2] for rows
     h, w = _hw_float(image_size)
     cx, cy = (w - 1.0) / 2.0, (h - 1.0) / 2.0
-    angle = _seeds.uniform(seeds[0], (), rot_lo, rot_hi)
-    sx = _seeds.uniform(seeds[1], (), sc_lo, sc_hi)
-    sy = _seeds.uniform(seeds[2], (), sc_lo, sc_hi) if per_axis_scale else sx
-    kx = _seeds.uniform(seeds[3], (), -shx, shx)
-    ky = _seeds.uniform(seeds[4], (), -shy, shy)
-    t = _seeds.uniform(seeds[5], [2], -1.0, 1.0) * tf.stack([fx * w, fy * h])
+    angle = _seeds.uniform(seeds[..., 0, :], (), rot_lo, rot_hi)
+    sx = _seeds.uniform(seeds[..., 1, :], (), sc_lo, sc_hi)
+    sy = _seeds.uniform(seeds[..., 2, :], (), sc_lo, sc_hi) if per_axis_scale else sx
+    kx = _seeds.uniform(seeds[..., 3, :], (), -shx, shx)
+    ky = _seeds.uniform(seeds[..., 4, :], (), -shy, shy)
+    t = _seeds.uniform(seeds[..., 5, :], [2], -1.0, 1.0) * tf.stack([fx * w, fy * h])
+    rot = (rotation_matrix(angle) if angle.shape.rank == 0
+           else _rotation_rows(angle, rot_lo, rot_hi))
     return compose(translate_matrix(-cx, -cy), scale_matrix(sx, sy), shear_matrix(kx, ky),
-                   rotation_matrix(angle), translate_matrix(cx + t[0], cy + t[1]))
+                   rot, translate_matrix(cx + t[..., 0], cy + t[..., 1]))
+
+
+def sample_affine_matrices(seeds: tf.Tensor, image_size: Size, *, rotation: Pair = 0.0,
+                           scale: Pair = (1.0, 1.0), per_axis_scale: bool = False,
+                           shear: Pair = 0.0, translate: Sequence[float] = (0.0, 0.0)
+                           ) -> tf.Tensor:
+    """`sample_affine_matrix` for a block of samples: seeds [B, 2] -> [B, 3, 3].
+
+    Row i is bit-identical to `sample_affine_matrix(seeds[i], ...)` (the matrix
+    `random_affine` warps by), with a handful of kernels for the whole block
+    instead of ~40 per sample: the draws are the vectorized Philox of
+    `tfpipe.seeds` (the same bits), the matrices are built and multiplied batched
+    (a [B, 3, 3] matmul gives each row the bits of its own [3, 3] matmul:
+    tests/augment/test_affine_rows.py), and cos/sin are taken one element at a
+    time (`_rotation_rows`). The pipeline's per-block plan draws its affine
+    matrices here.
+    """
+    seeds = _seeds.as_seed(seeds)
+    if seeds.shape.rank != 2:
+        raise ValueError(f"seeds must be rows [B, 2], got shape {seeds.shape}")
+    return sample_affine_matrix(seeds, image_size, rotation=rotation, scale=scale,
+                                per_axis_scale=per_axis_scale, shear=shear,
+                                translate=translate)
+
+
+def _rotation_rows(angle: tf.Tensor, lo: float, hi: float) -> tf.Tensor:
+    """`rotation_matrix` of each angle of [B], with the bits of the scalar call.
+
+    WHY not `rotation_matrix(angle)`: TF's Sin/Cos run Eigen's packet psin/pcos on
+    a vector but libm's sinf/cosf on a scalar, which differ in the last bit for
+    a few percent of angles. A fixed range (lo == hi: every angle is `0 + lo`,
+    e.g. no rotation) takes them once on a scalar; otherwise one scalar
+    evaluation per row (`tf.map_fn`, per block of samples, not per sample).
+    """
+    if lo == hi:
+        # uniform(seed, (), lo, lo) = rnd * (+0) + lo = +0 + lo for every row
+        one = rotation_matrix(tf.constant(np.float32(0.0) + np.float32(lo)))
+        return tf.broadcast_to(one, tf.concat([tf.shape(angle), [3, 3]], 0))
+    rad = tf.cast(angle, tf.float32) * (math.pi / 180.0)
+    cs = tf.map_fn(lambda a: tf.stack([tf.cos(a), tf.sin(a)]), rad,
+                   fn_output_signature=tf.TensorSpec([2], tf.float32))
+    c, s = cs[:, 0], cs[:, 1]
+    return _matrix([[c, s, 0.0], [-s, c, 0.0], [0.0, 0.0, 1.0]])
 
 
 def random_affine(image: tf.Tensor, seed: tf.Tensor, *, rotation: Pair = 0.0,
@@ -457,6 +506,39 @@ def random_flip(image: tf.Tensor, seed: tf.Tensor, horizontal: bool = True,
     out = tf.cond(fx, lambda: tf.reverse(out, [-2]), lambda: out)
     out = tf.cond(fy, lambda: tf.reverse(out, [-3]), lambda: out)
     return out, flip_matrix(image_size(image), fx, fy)
+
+
+def rot90_flip(image: tf.Tensor, k: tf.Tensor, flip_x: tf.Tensor, flip_y: tf.Tensor
+               ) -> tf.Tensor:
+    """`tf.image.rot90(image, k)`, then mirror x (axis -2) if `flip_x` and y (axis
+    -3) if `flip_y`, for a square [N, N, C] image: the same pixels (a
+    permutation) in at most two passes -- one reverse (both mirrors) and a
+    transpose for odd k -- instead of up to four (rot90's reverse + transpose,
+    then one reverse per flip): what `random_rot90` followed by `random_flip`
+    computes, from their draws (`sample_rot90`, `sample_flip`).
+
+    Why it holds: rot90 k=1 is transpose(reverse_x), k=2 reverse_xy, k=3
+    transpose(reverse_y); a mirror after a transpose is the other axis's mirror
+    before it.
+    """
+    image = tf.convert_to_tensor(image)
+    if image.shape.rank != 3 or image.shape[0] is None or image.shape[0] != image.shape[1]:
+        raise ValueError(f"rot90_flip needs a square [N, N, C] image of static size, "
+                         f"got shape {image.shape}")
+    k = tf.math.floormod(tf.cast(k, tf.int32), 4)
+    odd = tf.equal(k % 2, 1)
+    fx, fy = tf.cast(flip_x, tf.bool), tf.cast(flip_y, tf.bool)
+    # the mirrors before the (optional) transpose: rot90's, then the flips'
+    rx = tf.math.logical_xor(tf.logical_or(tf.equal(k, 1), tf.equal(k, 2)), tf.where(odd, fy, fx))
+    ry = tf.math.logical_xor(tf.logical_or(tf.equal(k, 2), tf.equal(k, 3)), tf.where(odd, fx, fy))
+    # one reverse over the axes that need it (a strided slice with negative
+    # strides was slower than the passes it replaced)
+    which = tf.cast(rx, tf.int32) + 2 * tf.cast(ry, tf.int32)
+    mirrored = tf.switch_case(which, [lambda: image, lambda: tf.reverse(image, [1]),
+                                      lambda: tf.reverse(image, [0]),
+                                      lambda: tf.reverse(image, [0, 1])])
+    out = tf.cond(odd, lambda: tf.transpose(mirrored, [1, 0, 2]), lambda: mirrored)
+    return tf.ensure_shape(out, image.shape)
 
 
 def random_rot90(image: tf.Tensor, seed: tf.Tensor, p: float = 1.0

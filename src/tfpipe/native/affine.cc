@@ -226,6 +226,68 @@ inline void Interp3(const T* p00, int64_t row, const T* in_end, float wx0, float
   Store3(out, _mm_add_ps(_mm_mul_ps(_mm_set1_ps(wy0), vf), _mm_mul_ps(_mm_set1_ps(wy1), vc)));
 }
 
+// Four interior 1-channel bilinear pixels: lane j is the scalar interior formula
+// of `pixel` for x0s[j], y0s[j] and the weights (IEEE mul/add per lane).
+inline __m128 Gather4(const uint8_t* img, int64_t row, const int32_t* x0s,
+                      const int32_t* y0s, int dx, int dy) {
+  auto at = [&](int j) {
+    return static_cast<int>(img[(int64_t{y0s[j]} + dy) * row + int64_t{x0s[j]} + dx]);
+  };
+  return _mm_cvtepi32_ps(_mm_setr_epi32(at(0), at(1), at(2), at(3)));
+}
+inline __m128 Gather4(const float* img, int64_t row, const int32_t* x0s, const int32_t* y0s,
+                      int dx, int dy) {
+  auto at = [&](int j) { return img[(int64_t{y0s[j]} + dy) * row + int64_t{x0s[j]} + dx]; };
+  return _mm_setr_ps(at(0), at(1), at(2), at(3));
+}
+inline void Store1x4(__m128 v, uint8_t* out) {
+  // FromFloat<uint8_t> per lane: max(v, 0) maps NaN to 0 as well
+  v = _mm_min_ps(_mm_max_ps(v, _mm_setzero_ps()), _mm_set1_ps(255.0f));
+  const __m128 magic = _mm_set1_ps(8388608.0f);
+  __m128i i = _mm_cvttps_epi32(_mm_sub_ps(_mm_add_ps(v, magic), magic));
+  i = _mm_packus_epi16(_mm_packs_epi32(i, i), i);
+  const uint32_t u = static_cast<uint32_t>(_mm_cvtsi128_si32(i));
+  std::memcpy(out, &u, 4);
+}
+inline void Store1x4(__m128 v, float* out) { _mm_storeu_ps(out, v); }
+// Taps (x0 + j, y) and (x0 + j + 1, y), j = 0..3, of 4 consecutive source pixels
+// from one 8-byte load (p + 8 must be inside the buffer): a translation's row.
+inline void Row4(const uint8_t* p, __m128* left, __m128* right) {
+  const __m128i zero = _mm_setzero_si128();
+  const __m128i w16 = _mm_unpacklo_epi8(
+      _mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)), zero);  // 8 x u16
+  *left = _mm_cvtepi32_ps(_mm_unpacklo_epi16(w16, zero));                        // p[0..3]
+  *right = _mm_cvtepi32_ps(_mm_unpacklo_epi16(_mm_srli_si128(w16, 2), zero));  // p[1..4]
+}
+
+template <typename T>
+inline void Interp1x4(const T* img, int64_t row, const T* in_end, const int32_t* x0s,
+                      const int32_t* y0s, const float* wx0s, const float* wx1s,
+                      const float* wy0s, const float* wy1s, T* out) {
+  const __m128 wx0 = _mm_load_ps(wx0s), wx1 = _mm_load_ps(wx1s);
+  __m128 v00, v01, v10, v11;
+  bool loaded = false;
+  if constexpr (std::is_same<T, uint8_t>::value) {
+    // the same tap values either way; consecutive taps on one row (a translation,
+    // the medical preset) are read with one load per source row
+    const T* p00 = img + int64_t{y0s[0]} * row + x0s[0];
+    if (y0s[3] == y0s[0] && y0s[1] == y0s[0] && y0s[2] == y0s[0] && x0s[3] == x0s[0] + 3 &&
+        x0s[1] == x0s[0] + 1 && x0s[2] == x0s[0] + 2 && p00 + row + 8 <= in_end) {
+      Row4(p00, &v00, &v01);
+      Row4(p00 + row, &v10, &v11);
+      loaded = true;
+    }
+  }
+  if (!loaded) {
+    v00 = Gather4(img, row, x0s, y0s, 0, 0), v01 = Gather4(img, row, x0s, y0s, 1, 0);
+    v10 = Gather4(img, row, x0s, y0s, 0, 1), v11 = Gather4(img, row, x0s, y0s, 1, 1);
+  }
+  const __m128 vf = _mm_add_ps(_mm_mul_ps(wx0, v00), _mm_mul_ps(wx1, v01));
+  const __m128 vc = _mm_add_ps(_mm_mul_ps(wx0, v10), _mm_mul_ps(wx1, v11));
+  Store1x4(_mm_add_ps(_mm_mul_ps(_mm_load_ps(wy0s), vf), _mm_mul_ps(_mm_load_ps(wy1s), vc)),
+           out);
+}
+
 // std::floor on 4 lanes, exact for |v| < 2^31 (callers clamp to kFar).
 inline __m128 Floor4(__m128 v) {
   const __m128 t = _mm_cvtepi32_ps(_mm_cvttps_epi32(v));  // toward zero
@@ -374,6 +436,15 @@ void WarpRow(const Args& a, int64_t b, int64_t oy, int64_t x_begin, int64_t x_en
       }
       T* o = out + begin * kC;
       for (int i = 0; i < n; ++i, o += kC) {
+        if constexpr (kC == 1) {
+          // 4 interior grayscale pixels at once: the scalar formula below on 4
+          // lanes (taps gathered, weights from the chunk arrays), same bits
+          if ((i & 3) == 0 && i + 4 <= n && ((interior >> i) & 0xF) == 0xF) {
+            Interp1x4(img, row, in_end, x0s + i, y0s + i, wx0s + i, wx1s + i, wy0s + i, wy1s + i, o);
+            i += 3, o += 3;
+            continue;
+          }
+        }
         if ((interior >> i) & 1) {
           const T* p00 = img + int64_t{y0s[i]} * row + int64_t{x0s[i]} * kC;
           if constexpr (kC == 3) {

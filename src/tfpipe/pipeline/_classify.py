@@ -54,7 +54,7 @@ class Classify:
         self.batch_ops = s.active("batch") if train else []
         self.augmenting = bool(self.geometry or self.pixel or self.batch_ops)
         self.seeds = SampleSeeds(epoch_seed, worker, workers, s.batch_size)
-        self.plan_stage = PlanStage(self.seeds, self.geometry, s.enable_rate)
+        self.plan_stage = PlanStage(self.seeds, self.geometry, s.enable_rate, s.image_size)
         # (asked only when the window is planned: the question loads the library)
         self.decode_stage = DecodeStage(s, self.geometry,
                                         self.plan_stage.fast_crop and _has_fused_l1())
@@ -67,6 +67,7 @@ class Classify:
         self.fast_crop, self.fast_flip = self.plan_stage.fast_crop, self.plan_stage.fast_flip
         self.fused_l1, self.dct_target = self.decode_stage.fused_l1, self.decode_stage.dct_target
         self.fused = self.l3_stage.fused
+        self.planned_affine = self.plan_stage.planned_affine
 
     # ------------------------------------------------------------------ seeds
     def op_base(self, gidx: tf.Tensor) -> tf.Tensor:

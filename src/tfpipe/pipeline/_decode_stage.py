@@ -18,7 +18,8 @@ import tensorflow as tf
 from tfpipe import augment, native, seeds
 from tfpipe.errors import ConfigError
 from tfpipe.pipeline._decode import decode_full, decode_window, resize_uint8
-from tfpipe.pipeline._plan import coin, fast_crop, fast_flip, pair
+from tfpipe.augment.geometry import sample_flip, sample_rot90
+from tfpipe.pipeline._plan import affine_kwargs, coin, fast_crop, fast_flip, pair
 from tfpipe.pipeline._settings import Op, Settings
 
 
@@ -40,12 +41,7 @@ def apply_geometry_op(op: Op, image: tf.Tensor, seed: tf.Tensor,
         fn = lambda: augment.center_crop(  # noqa: E731
             image, size, float(prm.get("crop_fraction", 0.875)), interp)[0]
     elif name == "affine":
-        kw = {k: prm[k] for k in ("rotation", "scale", "per_axis_scale", "shear", "translate",
-                                  "interpolation", "fill_mode", "fill_value") if k in prm}
-        for k in ("scale", "translate"):
-            if k in kw and kw[k] is not None:
-                kw[k] = tuple(kw[k])
-        fn = lambda: augment.random_affine(image, seed, **kw)[0]  # noqa: E731
+        fn = lambda: augment.random_affine(image, seed, **affine_kwargs(op))[0]  # noqa: E731
     elif name == "pad_and_crop":
         kw = {k: prm[k] for k in ("padding", "fill_mode", "fill_value") if k in prm}
         fn = lambda: augment.pad_and_crop(image, seed, **kw)[0]  # noqa: E731
@@ -132,11 +128,38 @@ class DecodeStage:
             # source then a resize cost ~3x more on the demo images). Sources already
             # at image_size are unchanged (same-size bilinear is the identity).
             image = resize_uint8(decode_full(encoded, self.s.channels), size)
+        fused = -1  # a flip done together with the rot90 before it
         for i in range(start, len(ops)):
+            if f"_affine{i}" in row:  # the planned matrix: random_affine's warp
+                image = self.planned_affine(ops[i], image, row, i)
+                continue
+            if i == fused:
+                continue
+            if (ops[i].name == "rot90" and i + 1 < len(ops) and ops[i + 1].name == "flip"
+                    and image.shape[0] == image.shape[1] and image.shape[0] is not None):
+                # rot90 then flip, from their own draws: the same pixels in <= 2 passes
+                flip = ops[i + 1]
+                k = sample_rot90(seeds.fold(row["_base"], i), ops[i].p)
+                fx, fy = sample_flip(seeds.fold(row["_base"], i + 1),
+                                     bool(flip.params.get("horizontal", True)),
+                                     bool(flip.params.get("vertical", False)), flip.p)
+                image, fused = augment.rot90_flip(image, k, fx, fy), i + 1
+                continue
             image = apply_geometry_op(ops[i], image, seeds.fold(row["_base"], i), size)
         if image.shape[0] != size[0] or image.shape[1] != size[1]:
             image = resize_uint8(image, size)  # same-size bilinear is the identity
         return image
+
+    def planned_affine(self, op: Op, image: tf.Tensor, row: Row, i: int) -> tf.Tensor:
+        """`apply_geometry_op(affine)` with the matrix (and coin) the plan drew."""
+        kw = affine_kwargs(op)
+        fn = lambda: augment.affine(  # noqa: E731
+            image, row[f"_affine{i}"], None, str(kw.get("interpolation", "bilinear")),
+            str(kw.get("fill_mode", "constant")), float(kw.get("fill_value", 0.0)))
+        if f"_affine{i}_on" not in row:
+            return fn()
+        out = tf.cond(row[f"_affine{i}_on"], fn, lambda: image)
+        return tf.ensure_shape(out, [None, None, image.shape[-1]])
 
     def composed_crop(self, encoded: tf.Tensor, row: Row) -> tuple[tf.Tensor, int]:
         """Window decode + resize (+ the planned flip): (image, next geometry op)."""

@@ -18,7 +18,7 @@ kernels; it was the largest overhead of the train path.
 
 from __future__ import annotations
 
-from typing import Callable, Sequence
+from typing import Any, Callable, Sequence
 
 import tensorflow as tf
 
@@ -52,6 +52,18 @@ def pair(op: Op, key: str, default: tuple[float, float]) -> tuple[float, float]:
     """A two-number op parameter (scale, ratio) as floats."""
     v = op.params.get(key, default)
     return (float(v[0]), float(v[1]))
+
+
+def affine_kwargs(op: Op, draws_only: bool = False) -> dict[str, Any]:
+    """`random_affine`'s keyword arguments from an affine op's params (draws_only:
+    those of `sample_affine_matrices`, without interpolation / fill)."""
+    keys = ("rotation", "scale", "per_axis_scale", "shear", "translate") + (
+        () if draws_only else ("interpolation", "fill_mode", "fill_value"))
+    kw = {k: op.params[k] for k in keys if k in op.params}
+    for k in ("scale", "translate"):
+        if k in kw and kw[k] is not None:
+            kw[k] = tuple(kw[k])
+    return kw
 
 
 class SampleSeeds:
@@ -105,18 +117,27 @@ def fast_flip(geometry: Sequence[Op]) -> bool:
 class PlanStage:
     """The image-independent draws of classification training, per block of samples."""
 
-    def __init__(self, sample_seeds: SampleSeeds, geometry: Sequence[Op], enable_rate: float
-                 ) -> None:
+    def __init__(self, sample_seeds: SampleSeeds, geometry: Sequence[Op], enable_rate: float,
+                 image_size: tuple[int, int]) -> None:
         self.seeds, self.geometry, self.enable_rate = sample_seeds, list(geometry), enable_rate
+        self.image_size = image_size
         self.fast_crop, self.fast_flip = fast_crop(self.geometry), fast_flip(self.geometry)
+        # affine ops whose matrix the plan draws (vectorized, the same bits): the
+        # input size must be image_size, so none after a rot90 of a non-square size
+        square = image_size[0] == image_size[1]
+        ops = self.geometry
+        self.planned_affine = [i for i, op in enumerate(ops) if op.name == "affine" and (
+            square or "rot90" not in [o.name for o in ops[:i]])]
 
     def plan(self, local: tf.Tensor) -> dict[str, tf.Tensor]:
         """The draws of a block of samples (local indices [n]).
 
         `_base`: op-seed bases; `_enabled`: the batch's enable coin (enable_rate < 1);
         `_crop`: `crop_window_draws(op_seed(0))` [n, 4, attempts]; `_crop_on`: its
-        p-coin (p < 1); `_flip`: the flip coin of op 1. The same calls as for one
-        sample, on rows of seeds (vectorized Philox): the same bits (tested).
+        p-coin (p < 1); `_flip`: the flip coin of op 1; `_affine{i}` / `_affine{i}_on`:
+        affine op i's matrix [n, 3, 3] (`sample_affine_matrices`) and p-coin. The
+        same calls as for one sample, on rows of seeds (vectorized Philox): the
+        same bits (tested).
         """
         gidx, gbatch = self.seeds.indices(local)
         base = self.seeds.op_base(gidx)
@@ -134,4 +155,10 @@ class PlanStage:
         if self.fast_flip:  # = random_flip's horizontal draw
             flip_seed = split_seeds(seeds.fold(base, 1), 2)[:, 0]
             out["_flip"] = bernoulli(flip_seed, self.geometry[1].p)
+        for i in self.planned_affine:  # = random_affine's matrix and p-coin, per row
+            op, si = self.geometry[i], seeds.fold(base, i)
+            out[f"_affine{i}"] = augment.sample_affine_matrices(
+                si, self.image_size, **affine_kwargs(op, draws_only=True))
+            if op.p < 1.0:
+                out[f"_affine{i}_on"] = coin(si, op.p)
         return out
