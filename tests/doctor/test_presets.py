@@ -25,17 +25,22 @@ def test_doctor_reads_the_epoch_inside_a_train_dataset(converted):
     doctor must still see the per-sample maps, not only that wrapper."""
     from tfpipe import build_pipeline
     from tfpipe.doctor._graph import PipelineGraph
-    from tfpipe.pipeline import one_epoch_view
+    from tfpipe.pipeline import _block, one_epoch_view
 
     cfg = load_config("imagenet", {"data.path": converted["classification"]})
-    ds = build_pipeline(cfg, split="train")
-    wrapper = [n.op for n in PipelineGraph.from_dataset(ds).chain]
-    assert "FlatMapDataset" in wrapper and "ParallelMapDatasetV2" not in wrapper
-    view = one_epoch_view(ds)
-    assert view is not None and one_epoch_view(build_pipeline(cfg, split="val")) is None
-    inner = [n.op for n in PipelineGraph.from_dataset(view).chain]
-    assert "ParallelMapDatasetV2" in inner and "FlatMapDataset" not in inner
-    # what doctor reports on the dataset is what it reports on the epoch it runs
-    rules = sorted((f.rule, f.function) for f in doctor.check(ds))
-    assert rules == sorted((f.rule, f.function) for f in doctor.check(view))
-    assert any(f.rule == "unbatched-parse" for f in doctor.check(ds)), rules
+    with _block.forced(False):  # the per-element path (views are built lazily, inside too)
+        ds = build_pipeline(cfg, split="train")
+        wrapper = [n.op for n in PipelineGraph.from_dataset(ds).chain]
+        assert "FlatMapDataset" in wrapper and "ParallelMapDatasetV2" not in wrapper
+        view = one_epoch_view(ds)
+        assert view is not None and one_epoch_view(build_pipeline(cfg, split="val")) is None
+        inner = [n.op for n in PipelineGraph.from_dataset(view).chain]
+        assert "ParallelMapDatasetV2" in inner and "FlatMapDataset" not in inner
+        # what doctor reports on the dataset is what it reports on the epoch it runs
+        rules = sorted((f.rule, f.function) for f in doctor.check(ds))
+        assert rules == sorted((f.rule, f.function) for f in doctor.check(view))
+        assert any(f.rule == "unbatched-parse" for f in doctor.check(ds)), rules
+    # the block path (the default here): its epoch is read through the wrapper too
+    block = build_pipeline(cfg, split="train")
+    assert sorted((f.rule, f.function) for f in doctor.check(block)) == sorted(
+        (f.rule, f.function) for f in doctor.check(one_epoch_view(block)))

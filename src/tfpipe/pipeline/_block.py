@@ -282,7 +282,12 @@ def batches(ds: tf.data.Dataset, builder: Any, parse: Callable[..., Any], files:
     npar = parallel if parallel == -1 else max(1, parallel)
     out = blocks.interleave(isolated, cycle_length=max(1, abs(npar)) if npar > 0 else None,
                             block_length=1, num_parallel_calls=npar, deterministic=deterministic)
-    out = out.map(_report(files, policy))  # sequential on purpose (the counts)
+    report = _report(files, policy)
+    # A scan, like the per-element path's settling step: ordered and one block at a
+    # time by construction (the count update is a read-modify-write), where a
+    # stateful map would only be sequential because tf.data cannot rewrite it.
+    out = out.scan(tf.constant(0, tf.int64),
+                   tf.autograph.experimental.do_not_convert(lambda st, blk: (st, report(blk))))
     if cache is not None:
         out = cache(out)
     # Without a failed row every block already is the per-element path's batch;
