@@ -32,12 +32,11 @@ from __future__ import annotations
 
 import contextlib
 import os
-import sys
 from typing import Any, Callable, Iterator
 
 import tensorflow as tf
 
-from tfpipe.pipeline._errors import _table
+from tfpipe.pipeline._errors import log_and_count_skipped
 from tfpipe.pipeline._source import IMAGE_KEY, LABEL_KEY
 
 ENV = "TFPIPE_BLOCK_PATH"
@@ -234,15 +233,7 @@ def _report(files: list[str], policy: str) -> Callable[[dict[str, tf.Tensor]], A
                 ok = tf.identity(ok)
         else:
             def log_and_count() -> tf.Tensor:
-                msgs, shard_paths = messages()
-                table = _table()
-                uniq, _, counts = tf.unique_with_counts(shard_paths)
-                printed = tf.print(tf.strings.reduce_join(msgs + "; skipped", separator="\n"),
-                                   output_stream=sys.stderr)
-                with tf.control_dependencies([printed]):
-                    new = table.lookup(uniq) + tf.cast(counts, tf.int64)
-                with tf.control_dependencies([table.insert(uniq, new)]):
-                    return tf.constant(True)
+                return log_and_count_skipped(*messages())
 
             reported = tf.cond(tf.reduce_any(bad), log_and_count, lambda: tf.constant(False))
             with tf.control_dependencies([reported]):

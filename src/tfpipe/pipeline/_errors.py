@@ -161,6 +161,20 @@ def isolate(ds: tf.data.Dataset, process: Callable[..., dict[str, tf.Tensor]],
         lambda e: {k: v for k, v in e.items() if k != "ok"})
 
 
+def log_and_count_skipped(messages: tf.Tensor, shard_paths: tf.Tensor) -> tf.Tensor:
+    """Print each skipped record's message and add it to `skipped_counts()` under
+    its shard (vectors, one entry per record); a read-modify-write of the
+    process-wide table, so callers run it one element at a time (a scan)."""
+    table = _table()
+    uniq, _, counts = tf.unique_with_counts(shard_paths)
+    printed = tf.print(tf.strings.reduce_join(messages + "; skipped", separator="\n"),
+                       output_stream=sys.stderr)
+    with tf.control_dependencies([printed]):
+        new = table.lookup(uniq) + tf.cast(counts, tf.int64)
+    with tf.control_dependencies([table.insert(uniq, new)]):
+        return tf.constant(True)
+
+
 def _new_pending_table() -> tf.lookup.experimental.MutableHashTable:
     with tf.init_scope():
         return tf.lookup.experimental.MutableHashTable(
@@ -274,14 +288,7 @@ def guarded_map(ds: tf.data.Dataset, process: Callable[..., dict[str, tf.Tensor]
         shard_paths = tf.gather(paths, tf.maximum(tf.cast(keys // shift, tf.int32), 0))
         msgs = tf.strings.join(["tfpipe: bad record ", tf.strings.as_string(keys % shift),
                                 " in shard ", shard_paths, f" (pipeline.on_error={policy})"])
-        table = _table()
-        uniq, _, counts = tf.unique_with_counts(shard_paths)
-        printed = tf.print(tf.strings.reduce_join(msgs + "; skipped", separator="\n"),
-                           output_stream=sys.stderr)
-        with tf.control_dependencies([printed]):
-            new = table.lookup(uniq) + tf.cast(counts, tf.int64)
-        with tf.control_dependencies([table.insert(uniq, new)]):
-            return tf.constant(True)
+        return log_and_count_skipped(msgs, shard_paths)
 
     def settle(before: tf.Tensor | None) -> tf.Tensor:
         """Report and forget the registered positions < `before` (None: all)."""
