@@ -216,10 +216,10 @@ def test_eligibility(dataset):
             s = settings(base_config(dataset, **over))
             src = open_records(s.data_path, "train", s.task)
             builder = _classify.Classify(s, tf.zeros([2], tf.int64), 0, 1, src.parse, train)
-            got.append(_block.eligible(builder, src.parse, train) == want)
+            got.append(_block.eligible(builder, src.parse_spec, train) == want)
         s = settings(base_config(dataset, **{"data.task": "detection"}))
         assert not _block.eligible(_classify.Classify(s, tf.zeros([2], tf.int64), 0, 1,
-                                                      src.parse, True), src.parse, True)
+                                                      src.parse, True), src.parse_spec, True)
     assert all(got), got
     with _block.forced(False):
         assert not _block.enabled()

@@ -84,6 +84,20 @@ int DctRatio(int64_t crop_h, int64_t crop_w, int64_t out_h, int64_t out_w) {
   return 1;
 }
 
+// Decode at 1/r (r > 1): the scaled image is ceil(dim / r) (libjpeg's
+// jdiv_round_up) and the window covers the full-size one: floor of its start,
+// ceil of its end. `flags` already holds the full-size window.
+void ScaleCropFlags(int r, jpeg::UncompressFlags* flags) {
+  const int64_t y0 = flags->crop_y / r, x0 = flags->crop_x / r;
+  const int64_t y1 = (static_cast<int64_t>(flags->crop_y) + flags->crop_height + r - 1) / r;
+  const int64_t x1 = (static_cast<int64_t>(flags->crop_x) + flags->crop_width + r - 1) / r;
+  flags->ratio = r;
+  flags->crop_y = static_cast<int>(y0);
+  flags->crop_x = static_cast<int>(x0);
+  flags->crop_height = static_cast<int>(y1 - y0);
+  flags->crop_width = static_cast<int>(x1 - x0);
+}
+
 using UncompressFn = uint8_t* (*)(const void*, int, const jpeg::UncompressFlags&, int64_t*,
                                   std::function<uint8_t*(int, int, int)>);
 
@@ -221,18 +235,7 @@ class DecodeJpegStrictOp : public OpKernel {
                                           t.shape().DebugString()));
       auto tv = t.vec<int32>();
       const int r = DctRatio(v(2), v(3), tv(0), tv(1));
-      if (r > 1) {
-        // The scaled image is ceil(dim / r) (libjpeg's jdiv_round_up); the window
-        // covers the full-size one: floor of its start, ceil of its end.
-        const int64_t y0 = v(0) / r, x0 = v(1) / r;
-        const int64_t y1 = (static_cast<int64_t>(v(0)) + v(2) + r - 1) / r;
-        const int64_t x1 = (static_cast<int64_t>(v(1)) + v(3) + r - 1) / r;
-        flags.ratio = r;
-        flags.crop_y = static_cast<int>(y0);
-        flags.crop_x = static_cast<int>(x0);
-        flags.crop_height = static_cast<int>(y1 - y0);
-        flags.crop_width = static_cast<int>(x1 - x0);
-      }
+      if (r > 1) ScaleCropFlags(r, &flags);
     }
     const std::string structure =
         ScanJpegStructure(reinterpret_cast<const uint8_t*>(input.data()), input.size());

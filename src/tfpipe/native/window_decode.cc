@@ -217,16 +217,7 @@ Status DecodeCropResizeRow(const tstring& input, const float* draws, int64_t att
   flags.crop_height = win[2];
   flags.crop_width = win[3];
   const int r = spec.dct ? DctRatio(win[2], win[3], spec.out_h, spec.out_w) : 1;
-  if (r > 1) {
-    const int64_t y0 = win[0] / r, x0 = win[1] / r;
-    const int64_t y1 = (static_cast<int64_t>(win[0]) + win[2] + r - 1) / r;
-    const int64_t x1 = (static_cast<int64_t>(win[1]) + win[3] + r - 1) / r;
-    flags.ratio = r;
-    flags.crop_y = static_cast<int>(y0);
-    flags.crop_x = static_cast<int>(x0);
-    flags.crop_height = static_cast<int>(y1 - y0);
-    flags.crop_width = static_cast<int>(x1 - x0);
-  }
+  if (r > 1) ScaleCropFlags(r, &flags);
   const std::string structure =
       ScanJpegStructure(reinterpret_cast<const uint8_t*>(input.data()), input.size());
   if (!structure.empty()) return errors::InvalidArgument("damaged JPEG: ", structure);

@@ -69,12 +69,10 @@ def _op_available() -> bool:
     return native_jpeg.has_decode_crop_resize_block()
 
 
-def _spec(parse: Callable[..., Any]) -> dict[str, Any] | None:
-    """`tf.io.parse_example` features for (image, label), from the record source
-    behind `parse` (`records.RecordSource.parse_spec`); None when the source has
-    none or a feature is not fixed-length (then the per-element path runs)."""
-    owner = getattr(parse, "__self__", None)
-    spec_of = getattr(owner, "parse_spec", None)
+def _spec(spec_of: Callable[..., dict[str, Any]] | None) -> dict[str, Any] | None:
+    """`tf.io.parse_example` features for (image, label) from the source's
+    `parse_spec`; None when there is none or a feature is not fixed-length (then
+    the per-element path runs)."""
     if spec_of is None:
         return None
     try:
@@ -86,7 +84,7 @@ def _spec(parse: Callable[..., Any]) -> dict[str, Any] | None:
     return spec
 
 
-def eligible(builder: Any, parse: Callable[..., Any], train: bool) -> bool:
+def eligible(builder: Any, parse_spec: Callable[..., Any] | None, train: bool) -> bool:
     """Whether the block path computes exactly what `builder.process` does per
     sample: classification; train geometry exactly [random_resized_crop
     (bilinear), optional horizontal-only flip] on the fused kernel (or no
@@ -94,7 +92,7 @@ def eligible(builder: Any, parse: Callable[..., Any], train: bool) -> bool:
     s = builder.s
     if not enabled() or s.task != "classification" or not _op_available():
         return False
-    if _spec(parse) is None:
+    if _spec(parse_spec) is None:
         return False
     if train and builder.augmenting:
         geometry = s.active("geometry")
@@ -246,7 +244,8 @@ def _report(files: list[str], policy: str) -> Callable[[dict[str, tf.Tensor]], A
     return report
 
 
-def batches(ds: tf.data.Dataset, builder: Any, parse: Callable[..., Any], files: list[str],
+def batches(ds: tf.data.Dataset, builder: Any, parse_spec: Callable[..., Any] | None,
+            files: list[str],
             policy: str, parallel: int, deterministic: bool, train: bool, drop_remainder: bool,
             cache: Callable[[tf.data.Dataset], tf.data.Dataset] | None = None
             ) -> tf.data.Dataset:
@@ -255,7 +254,7 @@ def batches(ds: tf.data.Dataset, builder: Any, parse: Callable[..., Any], files:
     `guarded_map` + batch + after_batch give for the same records. `cache`
     (eval) is applied to the reported blocks, before they are rebatched."""
     s = builder.s
-    spec = _spec(parse)
+    spec = _spec(parse_spec)
     assert spec is not None, "block path taken for an ineligible pipeline"
     plan = builder.plan if train and builder.augmenting else None
     fast, slow = _decode_block(builder, spec, plan, train)

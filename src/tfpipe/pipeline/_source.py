@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass
-from typing import Callable
+from typing import Any, Callable, Iterable
 
 import tensorflow as tf
 
@@ -32,6 +32,8 @@ class Source:
     compression: str | None  # tf.data's compression_type: None or "GZIP"
     parse: Callable[[tf.Tensor], dict[str, tf.Tensor]]
     num_classes: int | None
+    # `tf.io.parse_example` features of the named keys (`RecordSource.parse_spec`)
+    parse_spec: Callable[[Iterable[str]], dict[str, Any]] | None = None
 
 
 def open_records(path: str | None, split: str, task: str) -> Source:
@@ -45,7 +47,8 @@ def open_records(path: str | None, split: str, task: str) -> Source:
     if not files:
         raise ManifestError(f"no {split!r} shards under {path!r}")
     names = list(src.class_names or [])
-    return Source(files, src.tf_compression or None, src.parse, len(names) or None)
+    return Source(files, src.tf_compression or None, src.parse, len(names) or None,
+                  src.parse_spec)
 
 
 def worker_files(files: list[str], index: int, count: int, counts: list[int] | None = None,
