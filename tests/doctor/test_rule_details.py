@@ -195,3 +195,32 @@ def test_python_api_locates_calls_without_locations(three_ops_file, three_ops_mo
     found = [f for f in doctor.check(mod.pipeline(), cpus=4, host_cpus=4)
              if f.rule == "stateful-random"]
     assert [f.location for f in found] == [f"{three_ops_file}:{n}" for n in sorted(THREE_CALLS)]
+
+
+def test_every_native_pixel_kernel_counts_as_heavy():
+    # a map of one native decode is 3 ops, under the op-count threshold: only the
+    # heavy list makes doctor see it as work (before: neither native decode was listed)
+    import re
+    from pathlib import Path
+
+    from tfpipe.doctor import _ops
+
+    src = Path(doctor.__file__).parents[1] / "native"
+    registered = {m for f in src.glob("*.cc")
+                  for m in re.findall(r'REGISTER_OP\("(\w+)"\)', f.read_text())}
+    assert "TfpipeDecodeCropResizeBlock" in registered
+    assert registered - _ops.NATIVE_LIGHT_OPS <= _ops.HEAVY_OPS, \
+        sorted(registered - _ops.NATIVE_LIGHT_OPS - _ops.HEAVY_OPS)
+
+
+def test_sequential_native_decode_map_is_flagged():
+    from tfpipe.native import jpeg
+
+    if not jpeg.available():
+        pytest.skip("native library not built")  # CI builds it (tests/native fail there)
+    encoded = tf.io.encode_jpeg(tf.zeros([8, 8, 3], tf.uint8))
+    ds = (tf.data.Dataset.from_tensors(encoded).repeat(4)
+          .map(lambda s: jpeg.decode_jpeg_strict(s, channels=3)).prefetch(2))
+    found = doctor.check(ds, **BASE)
+    assert {(f.rule, f.severity) for f in found} == {("sequential-map", "info")}
+    assert "TfpipeDecodeJpegStrict" in next(f.message for f in found)

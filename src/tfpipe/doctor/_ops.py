@@ -43,9 +43,15 @@ HEAVY_OPS = frozenset({
     "AdjustSaturation", "RGBToHSV", "HSVToRGB", "Conv2D", "DepthwiseConv2dNative",
     "ParseExampleV2", "ParseSingleExample", "ParseExample", "AudioSpectrogram", "Mfcc",
     "DecodeWav", "FFT", "FFT2D", "RFFT", "RFFT2D",
-    # tfpipe's own native kernels (tfpipe.native)
-    "TfpipeResizeBilinearU8", "TfpipeAffineWarp",
+    # tfpipe's own native kernels (tfpipe.native) that touch every pixel; the two that
+    # do not (TfpipeCropWindow: a window's arithmetic, TfpipeTfrecordWalk: a file's
+    # framing) are not per-element work. tests/doctor/test_rule_details.py checks this
+    # list against the ops the native sources register.
+    "TfpipeResizeBilinearU8", "TfpipeAffineWarp", "TfpipeDecodeJpegStrict",
+    "TfpipeDecodeCropResize", "TfpipeDecodeCropResizeBlock", "TfpipeElasticNoiseBlur",
+    "TfpipeElasticRemap", "TfpipeMosaic", "TfpipeNoise", "TfpipePixelChain",
 })
+NATIVE_LIGHT_OPS = frozenset({"TfpipeCropWindow", "TfpipeTfrecordWalk"})
 
 # Bookkeeping ops that cost nothing per element; not counted as "work".
 TRIVIAL_OPS = frozenset({
