@@ -217,7 +217,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--steps", type=int, default=10, help="minimum timed batches per variant and round")
     p.add_argument("--seconds", type=float, default=3.0,
                    help="target timed seconds per variant and round (sets the steps)")
-    p.add_argument("--warmup", type=int, default=2)
+    # The warmup must outlast the batches a pipeline's prefetch buffer and parallel
+    # calls finish ahead of the first next(): timed steps drawn from that stock look
+    # free (3 steps after 1 warmup batch measured tfpipe at 2.7x its steady rate).
+    p.add_argument("--warmup", type=int, default=6)
     p.add_argument("--batch", type=int, default=64)
     p.add_argument("--data", type=Path, help="an existing converted dataset dir")
     p.add_argument("--work", type=Path, help="where to build the sample data (default: a temp dir)")
@@ -248,13 +251,18 @@ def main(argv: list[str] | None = None) -> int:
              if n == ref or not args.only or any(t in n for t in args.only)]
     rates: dict[str, list[float]] = {n: [] for n in names}
     ratios: dict[str, list[float]] = {n: [] for n in names}
+    # Process CPU time per image: steadier than images/s on a shared machine, but it
+    # misses work done in child processes (the Grain-processes and Pool rows).
+    cpu_ms: dict[str, list[float]] = {n: [] for n in names}
     # Equal time, not equal steps: a fast variant timed over 20 batches runs for a
     # fraction of a second and one scheduler hiccup swings it 2x. A short probe
     # sizes every variant's step count to about --seconds.
     steps: dict[str, int] = {}
     for name in names:
         probe = measure(builders[name](), warmup=args.warmup, steps=3)
-        steps[name] = max(args.steps, round(args.seconds * probe.batches_per_s))
+        # The probe's few steps can come from that stock too, so its rate is capped.
+        steps[name] = max(args.steps, min(10 * args.steps,
+                                          round(args.seconds * probe.batches_per_s)))
     print("steps per variant:", {n: steps[n] for n in names}, flush=True)
     for rnd in range(args.rounds):
         # Alternate the order each round so drift does not favour one end of the list.
@@ -264,24 +272,33 @@ def main(argv: list[str] | None = None) -> int:
             r = measure(builders[name](), warmup=args.warmup, steps=steps[name])
             this_round[name] = r.elements_per_s
             rates[name].append(r.elements_per_s)
-            print(f"round {rnd + 1}: {name:62s} {r.elements_per_s:8.1f} images/s", flush=True)
+            cpu_ms[name].append(r.cpu_util * r.wall_s * r.available_cpus / r.elements * 1e3)
+            print(f"round {rnd + 1}: {name:62s} {r.elements_per_s:8.1f} images/s "
+                  f"{cpu_ms[name][-1]:6.2f} CPU-ms/image", flush=True)
         for name in names:
             ratios[name].append(this_round[name] / this_round[ref])
 
     print()
     print(f"| variant | images/s: median (range), {args.rounds} rounds | "
-          "x decode-only: median (range) |")
-    print("|---|---|---|")
+          "x decode-only: median (range) | process CPU ms/image: median (range) |")
+    print("|---|---|---|---|")
     for name in names:
         med = statistics.median(rates[name])
         lo, hi = min(rates[name]), max(rates[name])
         rlo, rhi = min(ratios[name]), max(ratios[name])
         rmed = statistics.median(ratios[name])
-        print(f"| {name} | {med:,.0f} ({lo:,.0f}-{hi:,.0f}) | {rmed:.2f} ({rlo:.2f}-{rhi:.2f}) |")
+        c = cpu_ms[name]
+        child = " (+ child processes, not counted)" if _uses_processes(name) else ""
+        print(f"| {name} | {med:,.0f} ({lo:,.0f}-{hi:,.0f}) | {rmed:.2f} ({rlo:.2f}-{rhi:.2f}) "
+              f"| {statistics.median(c):.2f} ({min(c):.2f}-{max(c):.2f}){child} |")
     print(f"\ntotal {time.time() - t0:.0f}s")
     if tmp is not None:
         tmp.cleanup()
     return 0
+
+
+def _uses_processes(name: str) -> bool:
+    return "worker processes" in name or "Pool(" in name
 
 
 if __name__ == "__main__":
