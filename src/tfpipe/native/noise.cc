@@ -4,7 +4,7 @@
 // library: `pixel.sample_noise` per row, then the elementwise formula and the
 // uint8/float restore).
 //
-// The normal is tfpipe's own (docs/augment-pixel.md "Noise"), not TF's
+// The normal is tfpipe's own (docs/augment-pixel.md "tfpipe's standard normal"), not TF's
 // Box-Muller `stateless_normal`: glibc's logf/sincosf cost ~10 ns per pair and
 // glibc picks an FMA or a non-FMA variant of them per host at run time. Element
 // j of an image (row-major [H,W,C]) takes the uint32 word u = word j % 4 of the
