@@ -3,18 +3,18 @@ remote-sensing) do first follows `data.dct_scaling` as the eval window does:
 a JPEG is decoded at the largest DCT reduction r in {8, 4, 2} with
 h >= r * out_h and w >= r * out_w, then resized. Oracle: TF's own
 `decode_jpeg(ratio=r)` / `decode_png` + bilinear resize (round, saturate), with
-r from the rule written out in Python (native kernels on and off give the same
-bytes: test_host_independence's cifar run)."""
+r from the rule written out in Python; native kernels on and off."""
 
 from __future__ import annotations
+
+import contextlib
 
 import numpy as np
 import pytest
 import tensorflow as tf
 
-from tfpipe import sample_data
+from tfpipe import native, sample_data
 
-from .conftest import _example, write_shards
 
 OUT = (32, 32)
 
@@ -24,16 +24,14 @@ def _ratio(h: int, w: int) -> int:
 
 
 @pytest.fixture(scope="module")
-def shard(tmp_path_factory) -> tuple[str, list[tuple[bytes, str]]]:
+def encs() -> list[tuple[bytes, str]]:
     photos = list(sample_data.source_photos().values())
-    encs = []
+    out = []
     for i, (h, w) in enumerate([(300, 280), (140, 260), (70, 90), (40, 33), (200, 150)]):
         img = np.ascontiguousarray(photos[i % len(photos)][:h, 7:7 + w, :3])
         fmt = "png" if i == 4 else "jpeg"
-        encs.append((sample_data.encode(img, fmt), fmt))
-    out = tmp_path_factory.mktemp("whole")
-    write_shards(out, "train", [_example(e, f, 0) for e, f in encs], 1)
-    return str(out / "train-*.tfrecord"), encs
+        out.append((sample_data.encode(img, fmt), fmt))
+    return out
 
 
 def _want(encs, dct: bool) -> np.ndarray:
@@ -49,22 +47,25 @@ def _want(encs, dct: bool) -> np.ndarray:
     return np.stack(out)
 
 
-def test_cifar_whole_image_decode_follows_dct_scaling(shard) -> None:
-    import tfpipe
+@pytest.mark.parametrize("native_on", [True, False])
+def test_whole_image_decode_follows_dct_scaling(encs, native_on) -> None:
+    """The cifar preset's train decode (pad 0 + crop: the identity, so the whole
+    image resized is what comes out of the decode stage)."""
+    from tfpipe import load_config
+    from tfpipe.pipeline._decode_stage import DecodeStage
+    from tfpipe.pipeline._settings import settings
 
-    path, encs = shard
+    if native_on and not native.available():
+        pytest.skip("native kernels not built")
     ratios = [_ratio(*(int(v) for v in tf.io.extract_jpeg_shape(e)[:2]))
               for e, f in encs if f == "jpeg"]
     assert set(ratios) == {8, 4, 2, 1}
-
-    def first_batch(dct: bool) -> np.ndarray:
-        # padding 0: pad_and_crop is the identity, the train path (not eval's) runs
-        cfg = tfpipe.load_config("cifar", {
-            "data.path": path, "data.num_classes": 2, "data.output_dtype": "uint8",
-            "augment.geometry": {"pad_and_crop": {"padding": 0}},
-            "pipeline.batch_size": len(encs), "pipeline.shuffle_buffer": 0,
-            "data.dct_scaling": dct})
-        return next(iter(tfpipe.build_pipeline(cfg, split="train")))["image"].numpy()
-
-    np.testing.assert_array_equal(first_batch(True), _want(encs, True))
-    np.testing.assert_array_equal(first_batch(False), _want(encs, False))
+    row = {"_base": tf.constant([1, 2], tf.int64)}
+    for dct in (True, False):
+        s = settings(load_config("cifar", {
+            "data.path": "unused", "data.num_classes": 2, "data.dct_scaling": dct,
+            "augment.geometry": {"pad_and_crop": {"padding": 0}}}))
+        stage = DecodeStage(s, s.active("geometry"), fused_l1=False)
+        with (contextlib.nullcontext() if native_on else native.pure_tf()):
+            got = np.stack([stage.train_image(tf.constant(e), row).numpy() for e, _ in encs])
+        np.testing.assert_array_equal(got, _want(encs, dct), err_msg=f"dct_scaling={dct}")
