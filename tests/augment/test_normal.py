@@ -25,7 +25,8 @@ def _knots() -> np.ndarray:
 
 
 def oracle(words: np.ndarray) -> np.ndarray:
-    """NumPy float32 recomputation of the definition (docs/augment-pixel.md "tfpipe's standard normal")."""
+    """NumPy float32 recomputation of the definition (docs/augment-pixel.md,
+    "noise: tfpipe's standard normal")."""
     a = _knots()
     d = np.append(a[1:] - a[:-1], np.float32(0))
     v = (words >> np.uint32(1)).astype(np.int32)

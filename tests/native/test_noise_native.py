@@ -59,7 +59,8 @@ def test_single_image_matches_twin(dtype: tf.DType) -> None:
 
 def _oracle_normals(shape: tuple[int, ...], seed: np.ndarray) -> np.ndarray:
     """tfpipe's normal in NumPy float32 from TF's own Philox words and knots from
-    scipy's ndtri (docs/augment-pixel.md "tfpipe's standard normal"; tests/augment/test_normal.py)."""
+    scipy's ndtri (docs/augment-pixel.md, "noise: tfpipe's standard normal";
+    tests/augment/test_normal.py)."""
     from scipy import special
 
     k = np.arange(31 * 64 + 1)

@@ -21,8 +21,8 @@ from tfpipe.augment.color import (
 from tfpipe.native import noise as native_noise
 
 __all__ = [
-    "normal_from_bits", "sample_noise", "gaussian_noise", "random_gaussian_noise", "speckle_noise",
-    "random_speckle_noise",
+    "normal_from_bits", "sample_noise", "gaussian_noise", "random_gaussian_noise",
+    "speckle_noise", "random_speckle_noise",
     "gaussian_kernel1d", "gaussian_blur", "sample_blur_sigma", "random_gaussian_blur",
     "sharpen", "sample_sharpen", "random_sharpen",
     "box_masks", "erase", "sample_erasing", "random_erasing",
@@ -45,7 +45,8 @@ def normal_from_bits(bits: tf.Tensor) -> tf.Tensor:
     `tfpipe.native.noise.normal_table` (64 knots per octave of the float32 grid),
     the low bit the sign. Integer and single IEEE float32 operations only (no
     libm, no FMA): the same bits on every host and in the native kernel
-    (docs/augment-pixel.md "tfpipe's standard normal": |n| <= 6.23, std 1 within 1e-5)."""
+    (docs/augment-pixel.md, "noise: tfpipe's standard normal": |n| <= 6.23, std 1
+    within 1e-5)."""
     bits = tf.convert_to_tensor(bits, tf.uint32)
     v = tf.bitcast(tf.bitwise.right_shift(bits, tf.constant(1, tf.uint32)), tf.int32)
     f = tf.maximum(tf.cast(v, tf.float32), 1.0)  # v = 0 joins v = 1 (p 2^-31)

@@ -4,13 +4,13 @@
 // library: `pixel.sample_noise` per row, then the elementwise formula and the
 // uint8/float restore).
 //
-// The normal is tfpipe's own (docs/augment-pixel.md "tfpipe's standard normal"), not TF's
-// Box-Muller `stateless_normal`: glibc's logf/sincosf cost ~10 ns per pair and
-// glibc picks an FMA or a non-FMA variant of them per host at run time. Element
-// j of an image (row-major [H,W,C]) takes the uint32 word u = word j % 4 of the
-// (j / 4)-th Philox4x32-10 output of the image's seed -- exactly
-// `tf.random.stateless_uniform_full_int(shape, seed, tf.uint32, alg="philox")`
-// -- and maps it, in float32 IEEE operations without FMA:
+// The normal is tfpipe's own (docs/augment-pixel.md, "noise: tfpipe's standard
+// normal"), not TF's Box-Muller `stateless_normal`: glibc's logf/sincosf cost
+// ~10 ns per pair and glibc picks an FMA or a non-FMA variant of them per host
+// at run time. Element j of an image (row-major [H,W,C]) takes the uint32 word
+// u = word j % 4 of the (j / 4)-th Philox4x32-10 output of the image's seed --
+// exactly `tf.random.stateless_uniform(shape, seed, None, None, tf.uint32,
+// alg="philox")` -- and maps it, in float32 IEEE operations without FMA:
 //   v = u >> 1 (31 bits), f = max(float(int32 v), 1)  (round to nearest)
 //   b = bits(f), i = (b - bits(1.0)) >> 17, frac = float(b & 0x1FFFF) * 2^-17
 //   z = A[i] + D[i] * frac, negated when u & 1
@@ -245,7 +245,8 @@ inline void Apply16(const uint8_t* x, uint8_t* y, const float* z, bool speckle, 
                               sd_scaled);
     r[k] = _mm_cvtps_epi32(o);
   }
-  const __m128i packed = _mm_packus_epi16(_mm_packs_epi32(r[0], r[1]), _mm_packs_epi32(r[2], r[3]));
+  const __m128i packed =
+      _mm_packus_epi16(_mm_packs_epi32(r[0], r[1]), _mm_packs_epi32(r[2], r[3]));
   _mm_storeu_si128(reinterpret_cast<__m128i*>(y), packed);
 }
 

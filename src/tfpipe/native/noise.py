@@ -6,9 +6,10 @@ Bit-identical to the pure-TF twin in `tfpipe.augment.pixel` (per row
 normal CDF of `normal_table`, then the elementwise formula and restore),
 compiled without -march and with -ffp-contract=off
 (tests/native/test_noise_native.py). Rows that are not applied are copied and
-draw nothing; speckle skips the draws of all-zero pixel groups. `tfpipe.augment.pixel.random_gaussian_noise`
-/ `random_speckle_noise` call it when `available()`; `TFPIPE_NATIVE=0` or an
-older library falls back to the twin.
+draw nothing; speckle skips the draws of all-zero pixel groups.
+`tfpipe.augment.pixel.random_gaussian_noise` / `random_speckle_noise` call it
+when `available()`; `TFPIPE_NATIVE=0` or a library without it falls back to the
+twin.
 """
 
 from __future__ import annotations
