@@ -35,6 +35,10 @@ The detection preset has its own benchmark (boxes, mosaic): not here.
 Data: the same JPEGs as pipeline_bench.py (q90 crops, ~460x390, of the photos
 bundled with scikit-image / scikit-learn). The peer reads the encoded records
 from memory (read once before timing); tfpipe reads its page-cached shards.
+Without `--data` they are built (`pipeline_bench.make_data(WORK, --images)`) under
+`--work` (default: a temp dir); `--data WORK/data` reuses them in a later run.
+Sizes matter: at ~460x390 cifar's whole-image decode for 32x32 is DCT-scaled
+(1/8, `data.dct_scaling`), the 256-pixel presets' is not (r = 1).
 """
 
 from __future__ import annotations

@@ -21,8 +21,8 @@ from tfpipe.augment.color import (
 from tfpipe.native import noise as native_noise
 
 __all__ = [
-    "sample_noise", "gaussian_noise", "random_gaussian_noise", "speckle_noise",
-    "random_speckle_noise",
+    "normal_from_bits", "sample_noise", "gaussian_noise", "random_gaussian_noise",
+    "speckle_noise", "random_speckle_noise",
     "gaussian_kernel1d", "gaussian_blur", "sample_blur_sigma", "random_gaussian_blur",
     "sharpen", "sample_sharpen", "random_sharpen",
     "box_masks", "erase", "sample_erasing", "random_erasing",
@@ -39,13 +39,42 @@ def _batched(x: tf.Tensor) -> tuple[tf.Tensor, bool]:
 
 
 # --------------------------------------------------------------------------- noise
+def normal_from_bits(bits: tf.Tensor) -> tf.Tensor:
+    """tfpipe's standard normal of uint32 words (any shape), elementwise: the 31
+    high bits through the piecewise-linear inverse normal CDF of
+    `tfpipe.native.noise.normal_table` (64 knots per octave of the float32 grid),
+    the low bit the sign. Integer and single IEEE float32 operations only (no
+    libm, no FMA): the same bits on every host and in the native kernel
+    (docs/augment-pixel.md, "noise: tfpipe's standard normal": |n| <= 6.23, std 1
+    within 1e-5)."""
+    bits = tf.convert_to_tensor(bits, tf.uint32)
+    v = tf.bitcast(tf.bitwise.right_shift(bits, tf.constant(1, tf.uint32)), tf.int32)
+    f = tf.maximum(tf.cast(v, tf.float32), 1.0)  # v = 0 joins v = 1 (p 2^-31)
+    b = tf.bitcast(f, tf.int32)
+    i = tf.bitwise.right_shift(b - 0x3F800000, native_noise.FRAC_BITS)
+    frac = (tf.cast(tf.bitwise.bitwise_and(b, (1 << native_noise.FRAC_BITS) - 1), tf.float32)
+            * (2.0 ** -native_noise.FRAC_BITS))
+    table = tf.constant(native_noise.normal_table())
+    m = tf.gather(table[:, 0], i) + tf.gather(table[:, 1], i) * frac
+    negative = tf.equal(tf.bitwise.bitwise_and(bits, tf.constant(1, tf.uint32)), 1)
+    return tf.where(negative, -m, m)
+
+
 def sample_noise(seed, shape, distribution: str = "normal") -> tf.Tensor:
     """Standard normal (or U[0,1) with distribution="uniform") noise of `shape`
-    ([H,W,C]) per seed: [H,W,C] for a seed [2], [B,H,W,C] for seeds [B,2]."""
+    ([H,W,C]) per seed: [H,W,C] for a seed [2], [B,H,W,C] for seeds [B,2].
+
+    "normal" is tfpipe's normal (`normal_from_bits`) of the seed's Philox words
+    (`stateless_uniform(shape, seed, None, None, uint32, "philox")`: full-range
+    words, element j from word j of the row-major order), not TF's Box-Muller
+    `stateless_normal`."""
     if distribution not in ("normal", "uniform"):
         raise ValueError(f"distribution must be 'normal' or 'uniform', got {distribution!r}")
-    draw = tf.random.stateless_normal if distribution == "normal" else tf.random.stateless_uniform
-    return seeds.per_seed(seed, lambda s: draw(shape, s, alg=ALG))
+    if distribution == "uniform":
+        return seeds.per_seed(seed, lambda s: tf.random.stateless_uniform(shape, s, alg=ALG))
+    return seeds.per_seed(seed, lambda s: normal_from_bits(
+        tf.random.stateless_uniform(shape, s, minval=None, maxval=None, dtype=tf.uint32,
+                                    alg=ALG)))
 
 
 def gaussian_noise(image, noise: tf.Tensor, stddev: Number) -> tf.Tensor:
@@ -98,14 +127,16 @@ def _noise_op(image, seed, stddev: float, p: float, kind: str) -> tf.Tensor:
 
 
 def random_gaussian_noise(image, seed, stddev: float, p: float = 1.0) -> tf.Tensor:
-    """`gaussian_noise` with N(0, 1) noise from `sample_noise(seed)` (per row), p-gated.
-    The native kernel (noise.cc) when built: the same bits, skipped rows draw nothing."""
+    """`gaussian_noise` with tfpipe's N(0, 1) noise from `sample_noise(seed)` (per row),
+    p-gated. The native kernel (noise.cc) when built: the same bits, skipped rows draw
+    nothing."""
     return _noise_op(image, seed, stddev, p, "gaussian")
 
 
 def random_speckle_noise(image, seed, stddev: float, p: float = 1.0) -> tf.Tensor:
-    """`speckle_noise` with N(0, 1) noise from `sample_noise(seed)` (per row), p-gated.
-    The native kernel (noise.cc) when built: the same bits."""
+    """`speckle_noise` with tfpipe's N(0, 1) noise from `sample_noise(seed)` (per row),
+    p-gated. The native kernel (noise.cc) when built: the same bits (all-zero pixel
+    groups, whose speckle is 0 whatever the noise, draw nothing there)."""
     return _noise_op(image, seed, stddev, p, "speckle")
 
 

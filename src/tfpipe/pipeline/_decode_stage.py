@@ -127,7 +127,7 @@ class DecodeStage:
             # the same work whatever the stored size (an affine/elastic at a 12 MP
             # source then a resize cost ~3x more on the demo images). Sources already
             # at image_size are unchanged (same-size bilinear is the identity).
-            image = resize_uint8(decode_full(encoded, self.s.channels), size)
+            image = resize_uint8(self.whole_image(encoded), size)
         fused = -1  # a flip done together with the rot90 before it
         for i in range(start, len(ops)):
             if f"_affine{i}" in row:  # the planned matrix: random_affine's warp
@@ -149,6 +149,16 @@ class DecodeStage:
         if image.shape[0] != size[0] or image.shape[1] != size[1]:
             image = resize_uint8(image, size)  # same-size bilinear is the identity
         return image
+
+    def whole_image(self, encoded: tf.Tensor) -> tf.Tensor:
+        """The whole image, decoded (a JPEG, with `data.dct_scaling`, at the largest DCT
+        reduction that keeps it >= image_size on both sides, as the eval path's window:
+        a 460x390 photo for a 32x32 output is decoded at 1/8)."""
+        if self.dct_target is None:
+            return decode_full(encoded, self.s.channels)
+        whole = lambda h, w: (tf.constant(0, tf.int32), tf.constant(0, tf.int32),  # noqa: E731
+                              tf.cast(h, tf.int32), tf.cast(w, tf.int32))
+        return decode_window(encoded, self.s.channels, whole, target=self.dct_target)[0]
 
     def planned_affine(self, op: Op, image: tf.Tensor, row: Row, i: int) -> tf.Tensor:
         """`apply_geometry_op(affine)` with the matrix (and coin) the plan drew."""
