@@ -13,7 +13,12 @@
 // pixels skip the per-tap bounds checks, and uint8 is read and written
 // directly; with SSE2 (every x86-64) the coordinates/weights of 4 pixels are
 // computed per step and 3 channels are interpolated as one 4-lane vector, and
-// the output is walked in tiles for cache locality. The projection is
+// the output is walked in tiles for cache locality. An axis-aligned transform
+// (translation and/or scale: t1 == t3 == 0, not projective, detected per image
+// from the values) takes WarpTileAxis instead: the column-only source x and
+// row-only source y give taps, weights and bounds once per column and once per
+// row (the same float expressions, so the same bits), then 4 grayscale pixels
+// per SSE2 step with one load per source row for a translation. The projection is
 // evaluated per pixel exactly as TF writes it ((t0*x + t1*y) + t2) rather than
 // incrementally, so that coordinates -- and hence results -- match bit for
 // bit. Build without FMA contraction (build.py: -ffp-contract=off).
