@@ -19,8 +19,8 @@ pytestmark = needs(native_affine.available(), "native affine kernel")
 
 Z = -0.0
 # output -> input vectors a0 a1 a2 b0 b1 b2 c0 c1: fractional / integer / far
-# translations, scales down and up with shifts, signed-zero off-diagonals, and one
-# tiny shear (the per-pixel path) in the same batch
+# translations, scales down and up with shifts, signed-zero off-diagonals, and two
+# tiny shears and a projective row (the per-pixel path) in the same batch
 TRANSFORMS = np.array([
     [1, 0, 3.3, 0, 1, -2.7, 0, 0],
     [1, Z, -4.0, Z, 1, 6.0, 0, 0],
@@ -28,6 +28,8 @@ TRANSFORMS = np.array([
     [1.61, Z, -9.8, 0, 0.55, 0.35, Z, Z],
     [1, 0, -60.5, 0, 1, 10.25, 0, 0],
     [1, 1e-3, 0.5, 0, 1, -0.5, 0, 0],
+    [1, 0, 0.5, 2e-3, 1, -0.5, 0, 0],
+    [1, 0, 0.25, 0, 1, 0.75, 1e-3, 0],
     [-1, 0, 36.6, 0, -0.9, 21.3, 0, 0],
 ], np.float32)
 
