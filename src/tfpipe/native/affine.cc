@@ -537,6 +537,18 @@ void WarpTileAxis(const Args& a, int64_t b, int64_t y_begin, int64_t y_end) {
       // only used when in0s/in1s say the tap is inside: clamp so it fits int32
       x0s[i] = static_cast<int32_t>(std::min<int64_t>(std::max<int64_t>(x0, -1), w));
     }
+    // per group of 4 columns: 0 = not all interior, 1 = interior, 2 = interior
+    // with consecutive taps (a translation: one load per source row)
+    uint8_t group[kChunk / 4];
+    if (kBilinear) {
+      for (int g = 0; g * 4 + 4 <= n; ++g) {
+        const int i = g * 4;
+        const int32_t* xs = x0s + i;
+        group[g] = (kind[i] | kind[i + 1] | kind[i + 2] | kind[i + 3]) != 0 ? 0
+                   : (xs[1] == xs[0] + 1 && xs[2] == xs[0] + 2 && xs[3] == xs[0] + 3) ? 2
+                                                                                        : 1;
+      }
+    }
     for (int64_t oy = y_begin; oy < y_end; ++oy) {
       T* out = static_cast<T*>(a.out) + ((b * a.oh + oy) * ow + begin) * c;
       const float fy = static_cast<float>(oy);
@@ -607,14 +619,14 @@ void WarpTileAxis(const Args& a, int64_t b, int64_t y_begin, int64_t y_end) {
       if (kC == 1 && r_inside) {
         const __m128 wy0v = _mm_set1_ps(wy0), wy1v = _mm_set1_ps(wy1);
         for (; i + 4 <= n; i += 4) {
-          if ((kind[i] | kind[i + 1] | kind[i + 2] | kind[i + 3]) != 0) {
+          const uint8_t g = group[i / 4];
+          if (g == 0) {
             for (int j = i; j < i + 4; ++j) one(j, out + j);
             continue;
           }
           const int32_t* xs = x0s + i;
           __m128 v00, v01, v10, v11;
-          // consecutive taps (a translation): one load per source row
-          const bool run = xs[1] == xs[0] + 1 && xs[2] == xs[0] + 2 && xs[3] == xs[0] + 3;
+          const bool run = g == 2;
           if constexpr (std::is_same<T, uint8_t>::value) {
             if (run && r1 + xs[0] + 8 <= in_end) {
               Row4(r0 + xs[0], &v00, &v01);
