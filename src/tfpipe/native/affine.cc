@@ -589,8 +589,10 @@ void WarpTileAxis(const Args& a, int64_t b, int64_t y_begin, int64_t y_end) {
           }
 #endif
           for (int64_t k = 0; k < c; ++k) {
-            const float vf = wx0 * static_cast<float>(p00[k]) + wx1 * static_cast<float>(p00[c + k]);
-            const float vc = wx0 * static_cast<float>(p10[k]) + wx1 * static_cast<float>(p10[c + k]);
+            const float vf =
+                wx0 * static_cast<float>(p00[k]) + wx1 * static_cast<float>(p00[c + k]);
+            const float vc =
+                wx0 * static_cast<float>(p10[k]) + wx1 * static_cast<float>(p10[c + k]);
             o[k] = FromFloat<T>(wy0 * vf + wy1 * vc);
           }
           return;
