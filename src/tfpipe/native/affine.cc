@@ -13,7 +13,12 @@
 // pixels skip the per-tap bounds checks, and uint8 is read and written
 // directly; with SSE2 (every x86-64) the coordinates/weights of 4 pixels are
 // computed per step and 3 channels are interpolated as one 4-lane vector, and
-// the output is walked in tiles for cache locality. The projection is
+// the output is walked in tiles for cache locality. An axis-aligned transform
+// (translation and/or scale: t1 == t3 == 0, not projective, detected per image
+// from the values) takes WarpTileAxis instead: the column-only source x and
+// row-only source y give taps, weights and bounds once per column and once per
+// row (the same float expressions, so the same bits), then 4 grayscale pixels
+// per SSE2 step with one load per source row for a translation. The projection is
 // evaluated per pixel exactly as TF writes it ((t0*x + t1*y) + t2) rather than
 // incrementally, so that coordinates -- and hence results -- match bit for
 // bit. Build without FMA contraction (build.py: -ffp-contract=off).
@@ -467,7 +472,198 @@ void WarpRow(const Args& a, int64_t b, int64_t oy, int64_t x_begin, int64_t x_en
   for (int64_t ox = x_begin; ox < x_end; ++ox) pixel(ox, out + ox * c);
 }
 
+// An axis-aligned affine transform (t1 == t3 == 0: translation and/or scale,
+// no rotation/shear/projection): a pixel's source x depends on its output
+// column only and its source y on its output row only, so coordinates, fill-mode
+// folding, floors, weights, tap indices and in-bounds flags are computed once per
+// column (per tile) and once per row instead of once per pixel, with `pixel`'s
+// float32 expressions in its order, so the values are the same bits:
+// t1 * fy == t1 and t3 * fx == t3 exactly (a signed zero times a finite
+// non-negative float keeps its sign), hence per column
+// in_x = (t0*fx + t1*fy) + t2 and per row in_y = (t3*fx + t4*fy) + t5 are the
+// per-pixel values. The blend is then `pixel`'s formula on those arrays (4
+// grayscale pixels per SSE2 step, per-lane IEEE mul/add: the same bits).
+inline bool AxisAligned(const float* t) {
+  return t[1] == 0.0f && t[3] == 0.0f && t[6] == 0.0f && t[7] == 0.0f;
+}
+
+#if defined(__SSE2__)
+// Taps r[xs[j] + dx], j = 0..3, of one source row as 4 float lanes.
+inline __m128 Taps4(const uint8_t* r, const int32_t* xs, int dx) {
+  return _mm_cvtepi32_ps(_mm_setr_epi32(r[xs[0] + dx], r[xs[1] + dx], r[xs[2] + dx],
+                                        r[xs[3] + dx]));
+}
+inline __m128 Taps4(const float* r, const int32_t* xs, int dx) {
+  return _mm_setr_ps(r[xs[0] + dx], r[xs[1] + dx], r[xs[2] + dx], r[xs[3] + dx]);
+}
+#endif
+
+// Output rows [y_begin, y_end) of image b, all columns, for an axis-aligned
+// transform (AxisAligned(t) for b).
+template <typename T, Fill F, bool kBilinear, int kC>
+void WarpTileAxis(const Args& a, int64_t b, int64_t y_begin, int64_t y_end) {
+  const T* img = static_cast<const T*>(a.in) + b * a.h * a.w * a.c;
+  const float* t = a.transforms + b * a.transform_stride;
+  const int64_t h = a.h, w = a.w, c = kC ? kC : a.c, ow = a.ow;
+  const int64_t row = w * c;
+  const float fill = a.fill;
+  [[maybe_unused]] const T* in_end = static_cast<const T*>(a.in_end);  // SSE2 paths
+  // t1 * fy for any output row fy >= 0 (the same bits for every row: see above)
+  const float t1y = t[1] * static_cast<float>(y_begin);
+  const float t3x = t[3];  // t3 * fx for any output column fx >= 0, likewise
+  constexpr int kChunk = 256;
+  // per column: weights, left tap index (x0; xi for nearest), tap-inside flags
+  alignas(16) float wx0s[kChunk], wx1s[kChunk];
+  alignas(16) int32_t x0s[kChunk];
+  bool in0s[kChunk], in1s[kChunk];
+  uint8_t kind[kChunk];  // 0: both taps inside, 1: both outside, 2: one each
+  for (int64_t begin = 0; begin < ow; begin += kChunk) {
+    const int n = static_cast<int>(std::min<int64_t>(kChunk, ow - begin));
+    for (int i = 0; i < n; ++i) {
+      const float fx = static_cast<float>(begin + i);
+      const float x = MapCoord<F>(t[0] * fx + t1y + t[2], w);
+      if (!kBilinear) {
+        const int64_t xi = RoundIndex(x);
+        in0s[i] = 0 <= xi && xi < w;
+        x0s[i] = in0s[i] ? static_cast<int32_t>(xi) : 0;
+        continue;
+      }
+      const float x_floor = std::floor(x);
+      const float x_ceil = x_floor + 1;
+      wx0s[i] = x_ceil - x, wx1s[i] = x - x_floor;
+      const int64_t x0 = ToIndex(x_floor), x1 = x0 + 1;
+      in0s[i] = 0 <= x0 && x0 < w, in1s[i] = 0 <= x1 && x1 < w;
+      kind[i] = (0 <= x0 && x1 < w) ? 0 : (x1 < 0 || x0 >= w) ? 1 : 2;
+      // only used when in0s/in1s say the tap is inside: clamp so it fits int32
+      x0s[i] = static_cast<int32_t>(std::min<int64_t>(std::max<int64_t>(x0, -1), w));
+    }
+    // per group of 4 columns: 0 = not all interior, 1 = interior, 2 = interior
+    // with consecutive taps (a translation: one load per source row)
+    uint8_t group[kChunk / 4];
+    if (kBilinear) {
+      for (int g = 0; g * 4 + 4 <= n; ++g) {
+        const int i = g * 4;
+        const int32_t* xs = x0s + i;
+        group[g] = (kind[i] | kind[i + 1] | kind[i + 2] | kind[i + 3]) != 0 ? 0
+                   : (xs[1] == xs[0] + 1 && xs[2] == xs[0] + 2 && xs[3] == xs[0] + 3) ? 2
+                                                                                        : 1;
+      }
+    }
+    for (int64_t oy = y_begin; oy < y_end; ++oy) {
+      T* out = static_cast<T*>(a.out) + ((b * a.oh + oy) * ow + begin) * c;
+      const float fy = static_cast<float>(oy);
+      const float y = MapCoord<F>(t3x + t[4] * fy + t[5], h);
+      if (!kBilinear) {
+        const int64_t yi = RoundIndex(y);
+        const bool rin = 0 <= yi && yi < h;
+        const T* r = img + (rin ? yi : 0) * row;
+        for (int i = 0; i < n; ++i, out += c) {
+          if (rin && in0s[i]) {
+            const T* p = r + int64_t{x0s[i]} * c;
+            for (int64_t k = 0; k < c; ++k) out[k] = p[k];
+          } else {
+            for (int64_t k = 0; k < c; ++k) out[k] = FromFloat<T>(fill);
+          }
+        }
+        continue;
+      }
+      const float y_floor = std::floor(y);
+      const float y_ceil = y_floor + 1;
+      const float wy0 = y_ceil - y, wy1 = y - y_floor;
+      const int64_t y0 = ToIndex(y_floor), y1 = y0 + 1;
+      const bool rin0 = 0 <= y0 && y0 < h, rin1 = 0 <= y1 && y1 < h;
+      const bool r_inside = 0 <= y0 && y1 < h, r_outside = y1 < 0 || y0 >= h;
+      // row pointers, only dereferenced when the row's tap is inside
+      const T* r0 = img + (rin0 ? y0 : 0) * row;
+      const T* r1 = img + (rin1 ? y1 : 0) * row;
+      // `pixel` from the precomputed column i and this row
+      auto one = [&](int i, T* o) {
+        const float wx0 = wx0s[i], wx1 = wx1s[i];
+        if (r_inside && kind[i] == 0) {  // interior
+          const T* p00 = r0 + int64_t{x0s[i]} * c;
+          const T* p10 = r1 + int64_t{x0s[i]} * c;
+#if defined(__SSE2__)
+          if (kC == 3) {
+            Interp3(p00, row, in_end, wx0, wx1, wy0, wy1, o);
+            return;
+          }
+#endif
+          for (int64_t k = 0; k < c; ++k) {
+            const float vf =
+                wx0 * static_cast<float>(p00[k]) + wx1 * static_cast<float>(p00[c + k]);
+            const float vc =
+                wx0 * static_cast<float>(p10[k]) + wx1 * static_cast<float>(p10[c + k]);
+            o[k] = FromFloat<T>(wy0 * vf + wy1 * vc);
+          }
+          return;
+        }
+        if (r_outside || kind[i] == 1) {  // all four taps are fill
+          const float vf = wx0 * fill + wx1 * fill;
+          const float v = wy0 * vf + wy1 * vf;
+          for (int64_t k = 0; k < c; ++k) o[k] = FromFloat<T>(v);
+          return;
+        }
+        const bool in00 = rin0 && in0s[i], in01 = rin0 && in1s[i];
+        const bool in10 = rin1 && in0s[i], in11 = rin1 && in1s[i];
+        const int64_t xo = int64_t{x0s[i]} * c;
+        for (int64_t k = 0; k < c; ++k) {
+          const float v00 = in00 ? static_cast<float>(r0[xo + k]) : fill;
+          const float v01 = in01 ? static_cast<float>(r0[xo + c + k]) : fill;
+          const float v10 = in10 ? static_cast<float>(r1[xo + k]) : fill;
+          const float v11 = in11 ? static_cast<float>(r1[xo + c + k]) : fill;
+          const float vf = wx0 * v00 + wx1 * v01;
+          const float vc = wx0 * v10 + wx1 * v11;
+          o[k] = FromFloat<T>(wy0 * vf + wy1 * vc);
+        }
+      };
+      int i = 0;
+#if defined(__SSE2__)
+      if (kC == 1 && r_inside) {
+        const __m128 wy0v = _mm_set1_ps(wy0), wy1v = _mm_set1_ps(wy1);
+        for (; i + 4 <= n; i += 4) {
+          const uint8_t g = group[i / 4];
+          if (g == 0) {
+            for (int j = i; j < i + 4; ++j) one(j, out + j);
+            continue;
+          }
+          const int32_t* xs = x0s + i;
+          __m128 v00, v01, v10, v11;
+          const bool run = g == 2;
+          if constexpr (std::is_same<T, uint8_t>::value) {
+            if (run && r1 + xs[0] + 8 <= in_end) {
+              Row4(r0 + xs[0], &v00, &v01);
+              Row4(r1 + xs[0], &v10, &v11);
+            } else {
+              v00 = Taps4(r0, xs, 0), v01 = Taps4(r0, xs, 1);
+              v10 = Taps4(r1, xs, 0), v11 = Taps4(r1, xs, 1);
+            }
+          } else {
+            if (run) {  // x0 + 4 < w: inside the row
+              v00 = _mm_loadu_ps(r0 + xs[0]), v01 = _mm_loadu_ps(r0 + xs[0] + 1);
+              v10 = _mm_loadu_ps(r1 + xs[0]), v11 = _mm_loadu_ps(r1 + xs[0] + 1);
+            } else {
+              v00 = Taps4(r0, xs, 0), v01 = Taps4(r0, xs, 1);
+              v10 = Taps4(r1, xs, 0), v11 = Taps4(r1, xs, 1);
+            }
+          }
+          const __m128 wx0 = _mm_load_ps(wx0s + i), wx1 = _mm_load_ps(wx1s + i);
+          const __m128 vf = _mm_add_ps(_mm_mul_ps(wx0, v00), _mm_mul_ps(wx1, v01));
+          const __m128 vc = _mm_add_ps(_mm_mul_ps(wx0, v10), _mm_mul_ps(wx1, v11));
+          Store1x4(_mm_add_ps(_mm_mul_ps(wy0v, vf), _mm_mul_ps(wy1v, vc)), out + i);
+        }
+      }
+#endif
+      for (; i < n; ++i) one(i, out + i * c);
+    }
+  }
+}
+
 using RowFn = void (*)(const Args&, int64_t, int64_t, int64_t, int64_t);
+using TileFn = void (*)(const Args&, int64_t, int64_t, int64_t);
+struct Fns {
+  RowFn row;    // any transform, one output row
+  TileFn axis;  // AxisAligned transforms, a block of output rows
+};
 
 // Output tiles of kTileRows x kTileCols, each done column strip by row: a
 // rotated row walks across many source rows, and a narrow strip keeps the
@@ -483,26 +679,26 @@ void WarpTile(RowFn fn, const Args& a, int64_t b, int64_t y_begin, int64_t y_end
 }
 
 template <typename T, Fill F, bool kBilinear>
-RowFn PickChannels(int64_t c) {
-  return c == 3 ? &WarpRow<T, F, kBilinear, 3>
-         : c == 1 ? &WarpRow<T, F, kBilinear, 1>
-                  : &WarpRow<T, F, kBilinear, 0>;
+Fns PickChannels(int64_t c) {
+  if (c == 3) return {&WarpRow<T, F, kBilinear, 3>, &WarpTileAxis<T, F, kBilinear, 3>};
+  if (c == 1) return {&WarpRow<T, F, kBilinear, 1>, &WarpTileAxis<T, F, kBilinear, 1>};
+  return {&WarpRow<T, F, kBilinear, 0>, &WarpTileAxis<T, F, kBilinear, 0>};
 }
 
 template <typename T, Fill F>
-RowFn PickInterp(bool bilinear, int64_t c) {
+Fns PickInterp(bool bilinear, int64_t c) {
   return bilinear ? PickChannels<T, F, true>(c) : PickChannels<T, F, false>(c);
 }
 
 template <typename T>
-RowFn Pick(Fill fill, bool bilinear, int64_t c) {
+Fns Pick(Fill fill, bool bilinear, int64_t c) {
   switch (fill) {
     case Fill::kConstant: return PickInterp<T, Fill::kConstant>(bilinear, c);
     case Fill::kReflect: return PickInterp<T, Fill::kReflect>(bilinear, c);
     case Fill::kWrap: return PickInterp<T, Fill::kWrap>(bilinear, c);
     case Fill::kNearest: return PickInterp<T, Fill::kNearest>(bilinear, c);
   }
-  return nullptr;
+  return {nullptr, nullptr};
 }
 
 template <typename T>
@@ -561,13 +757,18 @@ class AffineWarpOp : public OpKernel {
     a.oh = oh;
     a.ow = ow;
     a.fill = fill_value.scalar<float>()();
-    const RowFn fn = Pick<T>(fill_, bilinear_, a.c);
+    const Fns fns = Pick<T>(fill_, bilinear_, a.c);
 
     const int64_t blocks = (oh + kTileRows - 1) / kTileRows;  // row blocks per image
     auto run = [&](int64_t begin, int64_t end) {
       for (int64_t r = begin; r < end; ++r) {
         const int64_t b = r / blocks, y = (r % blocks) * kTileRows;
-        WarpTile(fn, a, b, y, std::min<int64_t>(oh, y + kTileRows));
+        const int64_t y_end = std::min<int64_t>(oh, y + kTileRows);
+        if (AxisAligned(a.transforms + b * a.transform_stride)) {
+          fns.axis(a, b, y, y_end);
+        } else {
+          WarpTile(fns.row, a, b, y, y_end);
+        }
       }
     };
     if (batch == 1) {  // the tf.data map case: the map already runs images in parallel
