@@ -262,12 +262,13 @@ def test_malformed_arguments_raise(photos):
             jpeg.decode_crop_resize_block(cc, dd, mm, ff, size, RATIO)
             pytest.fail(what)
     module = native.load()
+    none = (tf.zeros([2, 0]), tf.zeros([2, 0], tf.bool), tf.zeros([2], tf.bool))
     for size in ([8, 8, 3], [0, 8]):
         with pytest.raises(tf.errors.InvalidArgumentError, match="size must be"):
             module.tfpipe_decode_crop_resize_block(c, d, m, f, tf.constant(size, tf.int32),
-                                                   ratio=list(RATIO))
+                                                   *none, ratio=list(RATIO))
     with pytest.raises(tf.errors.InvalidArgumentError, match="crop_fraction"):
-        module.tfpipe_decode_crop_resize_block(c, d, m, f, tf.constant([8, 8]),
+        module.tfpipe_decode_crop_resize_block(c, d, m, f, tf.constant([8, 8]), *none,
                                                ratio=list(RATIO), crop_fraction=0.0)
     with pytest.raises(ValueError, match="crop_fraction"):
         jpeg.decode_crop_resize_block(c, d, m, f, (8, 8), RATIO, crop_fraction=1.5)

@@ -609,15 +609,36 @@ struct Scratch {
   std::vector<int> level;  // FoldTree's stack: the tree level of each partial sum
 };
 
-class PixelChainOp : public OpKernel {
+// PixelIo: where one call of PixelChain::Image reads and writes. Image `img` of
+// [*, n pixels, c channels] at offset img * n * c of in8/inf and outf/out8; its
+// params/apply rows at img * n_ops.
+struct PixelIo {
+  int64_t n, c;
+  const float* prm;
+  const bool* app;
+  const uint8_t* in8;
+  const float* inf;
+  float* outf;
+  uint8_t* out8;
+  const float* na;
+  const float* nb;
+};
+
+// The chain of one op configuration (ops in order, gated flags, to_float, normalize,
+// mean/std), applied image by image: what TfpipePixelChain runs per image, and what
+// TfpipeDecodeCropResizeBlock (window_decode_block.cc) runs on each decoded row while
+// it is still in L2 (its fused write-out). One definition, so both give the same bytes.
+class PixelChain {
  public:
-  explicit PixelChainOp(OpKernelConstruction* ctx) : OpKernel(ctx) {
-    std::vector<std::string> ops;
-    OP_REQUIRES_OK(ctx, ctx->GetAttr("ops", &ops));
-    OP_REQUIRES_OK(ctx, ctx->GetAttr("gated", &gated_));
-    OP_REQUIRES(ctx, gated_.size() == ops.size(),
-                errors::InvalidArgument("gated must have one flag per op, got ",
-                                        gated_.size(), " for ", ops.size(), " ops"));
+  // Parses the attributes' values; an error names the bad one.
+  Status Init(const std::vector<std::string>& ops, const std::vector<bool>& gated,
+              bool to_float, bool normalize, const std::vector<float>& mean,
+              const std::vector<float>& std) {
+    if (gated.size() != ops.size()) {
+      return errors::InvalidArgument("gated must have one flag per op, got ", gated.size(),
+                                     " for ", ops.size(), " ops");
+    }
+    kinds_.clear();
     for (const auto& name : ops) {
       if (name == "brightness") {
         kinds_.push_back(Kind::kBrightness);
@@ -626,131 +647,81 @@ class PixelChainOp : public OpKernel {
       } else if (name == "saturation") {
         kinds_.push_back(Kind::kSaturation);
       } else {
-        ctx->CtxFailure(errors::InvalidArgument(
-            "ops: unknown colour op '", name, "'; allowed: brightness, contrast, saturation"));
-        return;
+        return errors::InvalidArgument("ops: unknown colour op '", name,
+                                       "'; allowed: brightness, contrast, saturation");
       }
     }
-    OP_REQUIRES_OK(ctx, ctx->GetAttr("to_float", &to_float_));
-    OP_REQUIRES_OK(ctx, ctx->GetAttr("normalize", &normalize_));
-    OP_REQUIRES_OK(ctx, ctx->GetAttr("mean", &mean_));
-    OP_REQUIRES_OK(ctx, ctx->GetAttr("std", &std_));
-    DataType in, out;
-    OP_REQUIRES_OK(ctx, ctx->GetAttr("T", &in));
-    OP_REQUIRES_OK(ctx, ctx->GetAttr("out_dtype", &out));
-    float_in_ = in == DT_FLOAT;
-    OP_REQUIRES(ctx, !float_in_ || to_float_,
-                errors::InvalidArgument("a float32 input needs to_float=true"));
-    const bool float_out = normalize_ || to_float_;
-    OP_REQUIRES(ctx, (out == DT_FLOAT) == float_out,
-                errors::InvalidArgument("out_dtype must be float32 when to_float or "
-                                        "normalize is set, else uint8"));
-    if (normalize_) {
-      OP_REQUIRES(ctx, !mean_.empty() && mean_.size() == std_.size(),
-                  errors::InvalidArgument("normalize needs mean and std of the same length"));
+    gated_ = gated;
+    to_float_ = to_float;
+    normalize_ = normalize;
+    mean_ = mean;
+    std_ = std;
+    if (normalize_ && (mean_.empty() || mean_.size() != std_.size())) {
+      return errors::InvalidArgument("normalize needs mean and std of the same length");
     }
     has_contrast_ = std::find(kinds_.begin(), kinds_.end(), Kind::kContrast) != kinds_.end();
+    return absl::OkStatus();
   }
 
-  void Compute(OpKernelContext* ctx) override {
-    const Tensor& images = ctx->input(0);
-    const Tensor& params = ctx->input(1);
-    const Tensor& apply = ctx->input(2);
-    const int64_t n_ops = static_cast<int64_t>(kinds_.size());
-    OP_REQUIRES(ctx, images.dims() == 4,
-                errors::InvalidArgument("images must be [B,H,W,C], got ",
-                                        images.shape().DebugString()));
-    const int64_t b = images.dim_size(0), h = images.dim_size(1), w = images.dim_size(2),
-                  c = images.dim_size(3);
-    OP_REQUIRES(ctx, params.dims() == 2 && params.dim_size(0) == b &&
-                         params.dim_size(1) == n_ops && apply.shape() == params.shape(),
-                errors::InvalidArgument("params and apply must be [", b, ", ", n_ops,
-                                        "], got ", params.shape().DebugString(), " and ",
-                                        apply.shape().DebugString()));
+  int64_t n_ops() const { return static_cast<int64_t>(kinds_.size()); }
+  bool to_float() const { return to_float_; }
+  bool normalize() const { return normalize_; }
+  bool float_out() const { return normalize_ || to_float_; }
+
+  // Whether images of c channels can go through the chain.
+  Status Check(int64_t c) const {
     for (Kind k : kinds_) {
-      OP_REQUIRES(ctx, k != Kind::kSaturation || c == 3,
-                  errors::InvalidArgument("saturation needs 3 channels, got ", c));
-    }
-    if (normalize_) {
-      OP_REQUIRES(ctx, mean_.size() == 1 || static_cast<int64_t>(mean_.size()) == c,
-                  errors::InvalidArgument("normalize.mean/std must have 1 or ", c,
-                                          " values, got ", mean_.size()));
-    }
-    Tensor* out = nullptr;
-    OP_REQUIRES_OK(ctx, ctx->allocate_output(0, images.shape(), &out));
-    const int64_t n = h * w;
-    if (b == 0 || n == 0 || c == 0) return;
-
-    // normalize: x * (1 / (scale * std)) - mean / std, as color.normalize computes
-    // its constants (float32, scale = 255 for uint8 levels, 1 for [0,1] floats),
-    // laid out per element of a block (element e is channel e % c)
-    const int64_t block = kBlock * c;
-    std::vector<float> na, nb;
-    if (normalize_) {
-      const float scale = to_float_ ? 1.0f : 255.0f;
-      na.resize(block);
-      nb.resize(block);
-      for (int64_t e = 0; e < block; ++e) {
-        const int64_t k = e % c;
-        const float m = mean_[mean_.size() == 1 ? 0 : k], s = std_[std_.size() == 1 ? 0 : k];
-        na[e] = 1.0f / (scale * s);
-        nb[e] = m / s;
+      if (k == Kind::kSaturation && c != 3) {
+        return errors::InvalidArgument("saturation needs 3 channels, got ", c);
       }
     }
-    Io io;
-    io.n = n;
-    io.c = c;
-    io.prm = params.flat<float>().data();
-    io.app = apply.flat<bool>().data();
-    io.in8 = float_in_ ? nullptr : images.flat<uint8_t>().data();
-    io.inf = float_in_ ? images.flat<float>().data() : nullptr;
-    const bool float_out = normalize_ || to_float_;
-    io.outf = float_out ? out->flat<float>().data() : nullptr;
-    io.out8 = float_out ? nullptr : out->flat<uint8_t>().data();
-    io.na = na.data();
-    io.nb = nb.data();
-
-    auto run = [&](int64_t start, int64_t limit) {
-      Scratch s;
-      if (has_contrast_) {
-        s.image.reset(new float[n * c]);
-        if (to_float_) {
-          // TreeSums' array, or FoldTree's stack (one block per level, + 1)
-          int64_t levels = 2;
-          while ((int64_t{1} << levels) < n) ++levels;
-          s.tree.reset(new float[std::max<int64_t>(c * TreeHalf(n), block * (levels + 1))]);
-          s.zeros.reset(new float[block]());
-          s.level.resize(levels + 1);
-        }
-      }
-      s.block.reset(new float[block]);
-      s.mean.reset(new float[block]);
-      s.acc.reset(new int32_t[block]);
-      s.steps.reserve(kinds_.size());
-      s.m.resize(c);
-      s.sums.resize(c);
-      for (int64_t img = start; img < limit; ++img) Image(img, io, s);
-#if defined(__SSE2__)
-      _mm_sfence();  // the streaming stores are visible before the shard reports done
-#endif
-    };
-    auto* workers = ctx->device()->tensorflow_cpu_worker_threads();
-    const int64_t cost = n * c * (4 + 4 * n_ops);  // rough cycles per image
-    Shard(workers->num_threads, workers->workers, b, cost, run);
+    if (normalize_ && mean_.size() != 1 && static_cast<int64_t>(mean_.size()) != c) {
+      return errors::InvalidArgument("normalize.mean/std must have 1 or ", c,
+                                     " values, got ", mean_.size());
+    }
+    return absl::OkStatus();
   }
 
- private:
-  struct Io {
-    int64_t n, c;
-    const float* prm;
-    const bool* app;
-    const uint8_t* in8;
-    const float* inf;
-    float* outf;
-    uint8_t* out8;
-    const float* na;
-    const float* nb;
-  };
+  // normalize: x * (1 / (scale * std)) - mean / std, as color.normalize computes
+  // its constants (float32, scale = 255 for uint8 levels, 1 for [0,1] floats),
+  // laid out per element of a block (element e is channel e % c)
+  void Constants(int64_t c, std::vector<float>* na, std::vector<float>* nb) const {
+    na->clear();
+    nb->clear();
+    if (!normalize_) return;
+    const int64_t block = kBlock * c;
+    const float scale = to_float_ ? 1.0f : 255.0f;
+    na->resize(block);
+    nb->resize(block);
+    for (int64_t e = 0; e < block; ++e) {
+      const int64_t k = e % c;
+      const float m = mean_[mean_.size() == 1 ? 0 : k], s = std_[std_.size() == 1 ? 0 : k];
+      (*na)[e] = 1.0f / (scale * s);
+      (*nb)[e] = m / s;
+    }
+  }
+
+  // One thread's buffers for images of n pixels and c channels.
+  void InitScratch(int64_t n, int64_t c, Scratch* s) const {
+    const int64_t block = kBlock * c;
+    if (has_contrast_) {
+      s->image.reset(new float[n * c]);
+      if (to_float_) {
+        // TreeSums' array, or FoldTree's stack (one block per level, + 1)
+        int64_t levels = 2;
+        while ((int64_t{1} << levels) < n) ++levels;
+        s->tree.reset(new float[std::max<int64_t>(c * TreeHalf(n), block * (levels + 1))]);
+        s->zeros.reset(new float[block]());
+        s->level.resize(levels + 1);
+      }
+    }
+    s->block.reset(new float[block]);
+    s->mean.reset(new float[block]);
+    s->acc.reset(new int32_t[block]);
+    s->steps.reserve(kinds_.size());
+    s->m.resize(c);
+    s->sums.resize(c);
+  }
 
   // Runs steps [from, to) (no contrast among them) on a block of px pixels.
   void Ops(const Scratch& s, size_t from, size_t to, float* x, int64_t px, int64_t c) const {
@@ -773,7 +744,7 @@ class PixelChainOp : public OpKernel {
   }
 
   // The output of a block: normalize, the [0,1] floats, or the uint8 levels.
-  void Store(const Io& io, const float* x, int64_t at, int64_t len) const {
+  void Store(const PixelIo& io, const float* x, int64_t at, int64_t len) const {
     if (normalize_) {
       StoreNorm(x, len, io.na, io.nb, io.outf + at);
     } else if (to_float_) {
@@ -783,12 +754,13 @@ class PixelChainOp : public OpKernel {
     }
   }
 
+ public:
   // One image, by one thread, in a fixed order. The passes: load + the ops before the
   // first contrast; at each contrast (the one barrier: its channel means need every
   // pixel) the means of the whole image, then that contrast + the ops up to the next
   // one; the last pass also stores the output. Each pass goes block by block; per
   // element the operations are the twin's, in its order.
-  void Image(int64_t img, const Io& io, Scratch& s) const {
+  void Image(int64_t img, const PixelIo& io, Scratch& s) const {
     const int64_t n = io.n, c = io.c, block = kBlock * c, base = img * n * c;
     const float* prm = io.prm + img * static_cast<int64_t>(kinds_.size());
     const bool* app = io.app + img * static_cast<int64_t>(kinds_.size());
@@ -893,6 +865,7 @@ class PixelChainOp : public OpKernel {
     }
   }
 
+ private:
   // TreeSums of s.image into s.m with the same additions, in L1-sized pieces: with p = 2 * TreeHalf(n) padded pixels in nb = p / kBlock
   // blocks, the tree's levels down to h = kBlock add whole blocks (block k + block
   // k + h / kBlock, lane by lane), a halving tree over blocks. Computed depth first
@@ -937,7 +910,86 @@ class PixelChainOp : public OpKernel {
   std::vector<Kind> kinds_;
   std::vector<bool> gated_;
   std::vector<float> mean_, std_;
-  bool to_float_ = true, normalize_ = false, float_in_ = false, has_contrast_ = false;
+  bool to_float_ = true, normalize_ = false, has_contrast_ = false;
+};
+
+class PixelChainOp : public OpKernel {
+ public:
+  explicit PixelChainOp(OpKernelConstruction* ctx) : OpKernel(ctx) {
+    std::vector<std::string> ops;
+    std::vector<bool> gated;
+    bool to_float = true, normalize = false;
+    std::vector<float> mean, std;
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("ops", &ops));
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("gated", &gated));
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("to_float", &to_float));
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("normalize", &normalize));
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("mean", &mean));
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("std", &std));
+    OP_REQUIRES_OK(ctx, chain_.Init(ops, gated, to_float, normalize, mean, std));
+    DataType in, out;
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("T", &in));
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("out_dtype", &out));
+    float_in_ = in == DT_FLOAT;
+    OP_REQUIRES(ctx, !float_in_ || to_float,
+                errors::InvalidArgument("a float32 input needs to_float=true"));
+    OP_REQUIRES(ctx, (out == DT_FLOAT) == chain_.float_out(),
+                errors::InvalidArgument("out_dtype must be float32 when to_float or "
+                                        "normalize is set, else uint8"));
+  }
+
+  void Compute(OpKernelContext* ctx) override {
+    const Tensor& images = ctx->input(0);
+    const Tensor& params = ctx->input(1);
+    const Tensor& apply = ctx->input(2);
+    const int64_t n_ops = chain_.n_ops();
+    OP_REQUIRES(ctx, images.dims() == 4,
+                errors::InvalidArgument("images must be [B,H,W,C], got ",
+                                        images.shape().DebugString()));
+    const int64_t b = images.dim_size(0), h = images.dim_size(1), w = images.dim_size(2),
+                  c = images.dim_size(3);
+    OP_REQUIRES(ctx, params.dims() == 2 && params.dim_size(0) == b &&
+                         params.dim_size(1) == n_ops && apply.shape() == params.shape(),
+                errors::InvalidArgument("params and apply must be [", b, ", ", n_ops,
+                                        "], got ", params.shape().DebugString(), " and ",
+                                        apply.shape().DebugString()));
+    OP_REQUIRES_OK(ctx, chain_.Check(c));
+    Tensor* out = nullptr;
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(0, images.shape(), &out));
+    const int64_t n = h * w;
+    if (b == 0 || n == 0 || c == 0) return;
+
+    std::vector<float> na, nb;
+    chain_.Constants(c, &na, &nb);
+    PixelIo io;
+    io.n = n;
+    io.c = c;
+    io.prm = params.flat<float>().data();
+    io.app = apply.flat<bool>().data();
+    io.in8 = float_in_ ? nullptr : images.flat<uint8_t>().data();
+    io.inf = float_in_ ? images.flat<float>().data() : nullptr;
+    const bool float_out = chain_.float_out();
+    io.outf = float_out ? out->flat<float>().data() : nullptr;
+    io.out8 = float_out ? nullptr : out->flat<uint8_t>().data();
+    io.na = na.data();
+    io.nb = nb.data();
+
+    auto run = [&](int64_t start, int64_t limit) {
+      Scratch s;
+      chain_.InitScratch(n, c, &s);
+      for (int64_t img = start; img < limit; ++img) chain_.Image(img, io, s);
+#if defined(__SSE2__)
+      _mm_sfence();  // the streaming stores are visible before the shard reports done
+#endif
+    };
+    auto* workers = ctx->device()->tensorflow_cpu_worker_threads();
+    const int64_t cost = n * c * (4 + 4 * n_ops);  // rough cycles per image
+    Shard(workers->num_threads, workers->workers, b, cost, run);
+  }
+
+ private:
+  PixelChain chain_;
+  bool float_in_ = false;
 };
 
 }  // namespace
