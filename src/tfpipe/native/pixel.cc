@@ -35,6 +35,11 @@
 // one block while it is in L1. A pass before a contrast keeps the image's values
 // (n * c floats, in L2 at 224x224) and their means: levels as exact int32 sums per
 // element of a block, floats as the tree computed block-wise from L2 (FoldTree).
+// With one contrast and uint8 input nothing is kept: the values before the contrast
+// are computed again from the uint8 pixels, block by block, for the tree (in its
+// block order) and for the last pass (the same operations on the same inputs), so
+// the L2 working set is the uint8 image (150 KB at 224x224), not 602 KB of floats --
+// what lets TfpipeDecodeCropResizeBlock run the chain on a row next to its decode.
 // With AVX the load and a first brightness are one loop, and so are a last pass's
 // contrast and normalize (no other op between them): the same operations, fewer
 // loads and stores. Measured and NOT used (benchmarks/writeout_bench.py,
@@ -600,6 +605,7 @@ struct Scratch {
   std::unique_ptr<float[]> image;  // n * c: the values at a contrast barrier
   std::unique_ptr<float[]> tree;   // c * TreeHalf(n): the float means' tree
   std::unique_ptr<float[]> block;  // kBlock * c: a block when the chain has no barrier
+  std::unique_ptr<float[]> block2;  // kBlock * c: FoldTree's second block, recomputed
   std::unique_ptr<float[]> mean;   // kBlock * c: the contrast means, per element of a block
   std::unique_ptr<int32_t[]> acc;  // kBlock * c: the levels sums, per element of a block
   std::unique_ptr<float[]> zeros;  // kBlock * c zeros: the tree's padding
@@ -716,6 +722,7 @@ class PixelChain {
       }
     }
     s->block.reset(new float[block]);
+    s->block2.reset(new float[block]);
     s->mean.reset(new float[block]);
     s->acc.reset(new int32_t[block]);
     s->steps.reserve(kinds_.size());
@@ -787,6 +794,36 @@ class PixelChain {
     while (first < n_steps && s.steps[first].kind != Kind::kContrast) ++first;
     const bool barrier = first < n_steps;
     const bool levels = !to_float_;
+    bool fuse_bright0 = false;  // the load and a first brightness in one loop
+#ifdef TFPIPE_PIX_AVX
+    fuse_bright0 = io.in8 != nullptr && first > 0 && s.steps[0].kind == Kind::kBrightness &&
+                   PixAvx();
+#endif
+    // Recompute: with one contrast and uint8 input, the values before the contrast are
+    // computed again, block by block, from the uint8 pixels (in L1/L2) for the mean and
+    // for the last pass, instead of kept in s.image (n * c floats: 602 KB at 224x224,
+    // which evicts what the block op's decode keeps in L2). The same operations on the
+    // same inputs: the same values, so the same bytes.
+    int contrasts = 0;
+    for (const Step& st : s.steps) contrasts += st.kind == Kind::kContrast ? 1 : 0;
+    const bool recompute = barrier && contrasts == 1 && io.in8 != nullptr &&
+                           (levels || TreeHalf(n) >= kBlock);
+    // load + steps [0, first) on the px pixels from i0 into x: the first pass's block
+    auto load0 = [&](int64_t i0, int64_t px, float* x) {
+      const int64_t e0 = i0 * c, len = px * c;
+#ifdef TFPIPE_PIX_AVX
+      if (fuse_bright0) {
+        const float d = s.steps[0].v;
+        if (levels) {
+          LoadBrightU8Avx<true>(io.in8 + base + e0, len, k, d * 255.0f, x);
+        } else {
+          LoadBrightU8Avx<false>(io.in8 + base + e0, len, k, d, x);
+        }
+      }
+#endif
+      if (!fuse_bright0) LoadU8(io.in8 + base + e0, len, k, x);
+      Ops(s, fuse_bright0 ? 1 : 0, first, x, px, c);
+    };
     // One pass: steps [from, to) on every block of pixels, after the load (j < 0) or
     // after contrast j; the last pass stores the output, any other ends at a contrast,
     // whose channel means it leaves in s.m.
@@ -799,7 +836,8 @@ class PixelChain {
 #endif
       auto run = [&](int64_t i0) {  // the block of pixels [i0, i0 + kBlock)
         const int64_t px = std::min(kBlock, n - i0), e0 = i0 * c, len = px * c;
-        float* x = barrier ? s.image.get() + e0 : s.block.get();
+        float* x = barrier && !recompute ? s.image.get() + e0 : s.block.get();
+        if (recompute && j >= 0) load0(i0, px, x);  // the values at the contrast, again
 #ifdef TFPIPE_PIX_AVX
         // the last pass is this contrast alone, then normalize: one loop, x to the output
         if (j >= 0 && last && from == to && normalize_ && PixAvx()) {
@@ -837,13 +875,24 @@ class PixelChain {
         }
       };
       if (!last && levels) std::fill(s.acc.get(), s.acc.get() + block, 0);
-      for (int64_t i0 = 0; i0 < n; i0 += kBlock) run(i0);
+      // (recompute, floats: the first pass's blocks are made in FoldTree's order)
+      if (last || levels || !recompute) {
+        for (int64_t i0 = 0; i0 < n; i0 += kBlock) run(i0);
+      }
       if (last) return;
       if (levels) {  // exact integer sums
         std::fill(s.sums.begin(), s.sums.end(), 0);
         for (int64_t e = 0; e < std::min(block, n * c); ++e) s.sums[e % c] += s.acc[e];
+      } else if (recompute) {
+        FoldTree(n, c, s, [&](int64_t kb, int which) -> const float* {
+          float* b = which ? s.block2.get() : s.block.get();
+          load0(kb * kBlock, std::min(kBlock, n - kb * kBlock), b);
+          return b;
+        });
       } else if (TreeHalf(n) >= kBlock) {
-        FoldTree(n, c, s);
+        FoldTree(n, c, s, [&](int64_t kb, int) -> const float* {
+          return s.image.get() + kb * block;
+        });
       } else {
         TreeSums(s.image.get(), n, c, s.tree.get(), s.m.data());
       }
@@ -873,7 +922,9 @@ class PixelChain {
   // the level-by-level order gives it, lower index on the left), then the levels inside
   // the last block. Block k < nb / 2 is all pixels (k * kBlock < p / 2 < n); its partner
   // k + nb / 2 may be partly or wholly padding, the zeros added as TreeSums adds them.
-  void FoldTree(int64_t n, int64_t c, Scratch& s) const {
+  // src(k, which) gives block k's values (which: 0 or 1, the buffer to use for it).
+  template <class Src>
+  void FoldTree(int64_t n, int64_t c, Scratch& s, Src src) const {
     const int64_t block = kBlock * c, nb = 2 * TreeHalf(n) / kBlock;
     int bits = 0;
     while ((int64_t{1} << bits) < nb) ++bits;
@@ -882,12 +933,12 @@ class PixelChain {
     for (int64_t t = 0; t < nb; t += 2) {
       int64_t k = 0;  // bit reversal of t
       for (int b = 0; b < bits; ++b) k |= ((t >> b) & 1) << (bits - 1 - b);
-      const float* x = s.image.get() + k * block;
+      const float* x = src(k, 0);
       const int64_t k2 = k + nb / 2;
       float* top = slot(depth);
       int64_t real = 0;  // elements of block k2 that are pixels
       if (k2 * kBlock < n) {
-        const float* x2 = s.image.get() + k2 * block;
+        const float* x2 = src(k2, 1);
         real = std::min(kBlock, n - k2 * kBlock) * c;
         AddTo(top, x, x2, real);
       }

@@ -1,6 +1,6 @@
 // TfpipeDecodeCropResizeBlock: TfpipeDecodeCropResize (window_decode.cc) over a
 // whole block of records in one kernel call, into one preallocated
-// uint8 [n, H, W, C] output.
+// uint8 [n, H, W, C] output (or, with the write-out, the finished float32 / uint8 rows).
 //
 // Per sample the train path runs ~11 tf.data steps and allocates a tensor per
 // image, then batch() copies the images into the batch; here a block of n
@@ -16,6 +16,15 @@
 // pool. A row touches only its own input, draws, scratch and output slice, so
 // its bytes do not depend on the thread count or on the other rows
 // (tests/native/test_decode_block.py).
+//
+// The write-out (out_dtype float32 or ops given): each row is decoded into the
+// thread's buffer and, while it is still in L2, goes through pixel.cc's PixelChain
+// (the per-image code of TfpipePixelChain: the same function, so the same bytes)
+// into its slice of the float32 / uint8 output: the batch stage's L3 + normalize
+// for enabled rows, the plain rendering (normalize of the levels) for the others.
+// The separate batch op, which read the whole uint8 batch back from memory, and
+// the uint8 batch itself are gone (docs/performance.md, "Integrated, issue #12
+// section 3").
 //
 // One bad row never fails the op: it gets status 1 (not a JPEG: tf.io.is_jpeg
 // false; the caller decodes it another way) or 2 (what the per-sample op raises
