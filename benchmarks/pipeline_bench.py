@@ -272,7 +272,10 @@ def main(argv: list[str] | None = None) -> int:
     steps: dict[str, int] = {}
     for name in names:
         probe = measure(builders[name](), warmup=args.warmup, steps=3)
-        steps[name] = max(args.steps, round(args.seconds * probe.batches_per_s))
+        # (capped: 3 probe batches can all come out of the prefetch buffer, which
+        # makes a fast-starting pipeline look hundreds of times faster than it is)
+        steps[name] = min(max(args.steps, round(args.seconds * probe.batches_per_s)),
+                          10 * args.steps)
     print("steps per variant:", {n: steps[n] for n in names}, flush=True)
     for rnd in range(args.rounds):
         # Alternate the order each round so drift does not favour one end of the list.
