@@ -250,6 +250,7 @@ def _write_out_off(cfg) -> list:
         _block._WRITE_OUT_ON = saved
 
 
+@pytest.mark.slow
 def test_write_out_gated_ops_enable_rate_device(dataset, write_outs):
     """L3 + normalize in the block op's write-out = compose's bytes (the block path
     with the write-out off; compose = the per-element path: the tests above, whose
@@ -310,7 +311,6 @@ if __name__ == "__main__":
 """
 
 
-@pytest.mark.slow
 def test_write_out_rows_are_isa_independent(tmp_path):
     """The write-out runs pixel.cc's chain (tests/native/test_pixel_isa.py: its AVX
     and SSE2 loops, the same bytes); here the fused rows themselves, float32 and
