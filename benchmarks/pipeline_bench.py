@@ -133,6 +133,20 @@ def per_element(build, cfg):
         return build(cfg, "train")
 
 
+def write_out_off(build, cfg):
+    """`build(cfg, "train")` on the block path with the block op's write-out off:
+    uint8 blocks, then L3 + normalize in compose (`TfpipePixelChain` over the
+    batch) -- what fusing them into the op's per-row write-out buys."""
+    from tfpipe.pipeline import _block
+
+    saved = _block._WRITE_OUT_ON
+    _block._WRITE_OUT_ON = False
+    try:
+        return build(cfg, "train")
+    finally:
+        _block._WRITE_OUT_ON = saved
+
+
 def pipeline_map_parallelism(cfg) -> int:
     """The per-sample map parallelism tfpipe's pipeline uses for `cfg`."""
     import tfpipe.pipeline as P
@@ -186,6 +200,10 @@ def variants(data: Path, batch: int, photo_size: bool = False):
             lambda: build_pipeline(cfg_u8, "train"),
         "tfpipe imagenet, pixel_stage device (uint8 + draws; L3/normalize in the step)":
             lambda: build_pipeline(cfg_dev, "train"),
+        "tfpipe imagenet, block path, write-out off (L3 + normalize in compose)":
+            lambda: write_out_off(build_pipeline, cfg),
+        "tfpipe imagenet, uint8 output, write-out off (L3 in compose)":
+            lambda: write_out_off(build_pipeline, cfg_u8),
         "tfpipe imagenet, per-element path (no block path)":
             lambda: per_element(build_pipeline, cfg),
         "tfpipe imagenet, pixel_stage device, per-element path (no block path)":

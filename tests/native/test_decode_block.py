@@ -262,17 +262,60 @@ def test_malformed_arguments_raise(photos):
             jpeg.decode_crop_resize_block(cc, dd, mm, ff, size, RATIO)
             pytest.fail(what)
     module = native.load()
+    none = (tf.zeros([2, 0]), tf.zeros([2, 0], tf.bool), tf.zeros([2], tf.bool))
     for size in ([8, 8, 3], [0, 8]):
         with pytest.raises(tf.errors.InvalidArgumentError, match="size must be"):
             module.tfpipe_decode_crop_resize_block(c, d, m, f, tf.constant(size, tf.int32),
-                                                   ratio=list(RATIO))
+                                                   *none, ratio=list(RATIO))
     with pytest.raises(tf.errors.InvalidArgumentError, match="crop_fraction"):
-        module.tfpipe_decode_crop_resize_block(c, d, m, f, tf.constant([8, 8]),
+        module.tfpipe_decode_crop_resize_block(c, d, m, f, tf.constant([8, 8]), *none,
                                                ratio=list(RATIO), crop_fraction=0.0)
     with pytest.raises(ValueError, match="crop_fraction"):
         jpeg.decode_crop_resize_block(c, d, m, f, (8, 8), RATIO, crop_fraction=1.5)
     # mode-2 rows ignore their draws (zeros here)
     jpeg.decode_crop_resize_block(c, np.zeros([2, 4, 1], np.float32), [2, 2], f, (8, 8), RATIO)
+
+
+def test_write_out_equals_the_chain_op_on_the_rows(photos):
+    """Each row of the fused write-out = `native.pixel.pixel_chain` of that uint8 row
+    (the batch op `compose` runs): float32 (the [0,1] chain + normalize) and uint8
+    (the levels chain), a gated op off in some rows, rows not enabled (the plain
+    rendering: normalize of the levels / the row itself), 3 and 1 channels, a bad
+    and a non-JPEG row (zeros)."""
+    from tfpipe.native import pixel
+
+    mean, std = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
+    ops, gated = ("brightness", "contrast", "saturation"), (True, False, False)
+    for channels in (3, 1):
+        contents, draws, flip = _rows(photos, 6)
+        contents[4], contents[5] = photos["png"], photos["420"][:500]  # status 1, 2
+        mode = [0, 1, 2, 0, 0, 0]
+        rng = np.random.default_rng(channels)
+        k = 3 if channels == 3 else 2  # (saturation needs 3 channels)
+        params = np.stack([rng.uniform(-0.4, 0.4, 6), rng.uniform(0.6, 1.4, 6),
+                           rng.uniform(0.0, 2.0, 6)], 1)[:, :k].astype(np.float32)
+        apply = np.array([[i % 2 == 0] * k for i in range(6)])
+        enabled = np.array([True, True, False, True, True, True])
+        m, sd = (mean, std) if channels == 3 else (mean[:1], std[:1])
+        plain, status, _ = jpeg.decode_crop_resize_block(contents, draws, mode, flip, (64, 80),
+                                                         RATIO, channels)
+        np.testing.assert_array_equal(status, [0, 0, 0, 0, 1, 2])
+        for float_out in (True, False):
+            wo = jpeg.WriteOut(ops=ops[:k], gated=gated[:k], float_out=float_out, mean=m, std=sd,
+                               params=params, apply=apply, enabled=enabled)
+            got, st, _ = jpeg.decode_crop_resize_block(contents, draws, mode, flip, (64, 80),
+                                                       RATIO, channels, write_out=wo)
+            np.testing.assert_array_equal(st, status)
+            assert got.dtype == (tf.float32 if float_out else tf.uint8)
+            chain = pixel.pixel_chain(plain, params, apply, ops[:k], gated[:k],
+                                      to_float=float_out, normalize=float_out, mean=m, std=sd)
+            alone = pixel.pixel_chain(plain, params[:, :0], apply[:, :0], [], [],
+                                      to_float=False, normalize=True, mean=m, std=sd)
+            for i in range(6):
+                want = (chain if enabled[i] else alone if float_out else plain)[i].numpy()
+                if status[i]:
+                    want = np.zeros_like(want)
+                assert got[i].numpy().tobytes() == want.tobytes(), (channels, float_out, i)
 
 
 def test_unavailable_when_disabled(monkeypatch):

@@ -223,3 +223,114 @@ def test_eligibility(dataset):
     assert all(got), got
     with _block.forced(False):
         assert not _block.enabled()
+
+
+# --------------------------------------------------------------- the op's write-out
+@pytest.fixture
+def write_outs(monkeypatch):
+    """The `write_out` each block op call of a pipeline built meanwhile is given
+    (None: the block stays uint8 and compose runs L3 + normalize)."""
+    seen: list = []
+    real = native_jpeg.decode_crop_resize_block
+
+    def spy(*args, **kw):
+        seen.append(args[9] if len(args) > 9 else kw.get("write_out"))
+        return real(*args, **kw)
+
+    monkeypatch.setattr(native_jpeg, "decode_crop_resize_block", spy)
+    return seen
+
+
+def _write_out_off(cfg) -> list:
+    saved = _block._WRITE_OUT_ON
+    _block._WRITE_OUT_ON = False
+    try:
+        return _values(_build(cfg, True))
+    finally:
+        _block._WRITE_OUT_ON = saved
+
+
+@pytest.mark.slow
+def test_write_out_gated_ops_enable_rate_device(dataset, write_outs):
+    """L3 + normalize in the block op's write-out = compose's bytes (the block path
+    with the write-out off; compose = the per-element path: the tests above, whose
+    float32 pipelines now take the write-out, normalize alone included):
+    brightness p 0.5 (gated per row), contrast (its exact channel mean),
+    enable_rate 0.5 (plain rows: normalize of the levels), a short last batch.
+    pixel_stage device keeps uint8 (no write-out). uint8 write-outs:
+    tests/native/test_decode_block.py (against the chain op)."""
+    cfg = _imagenet(dataset, **{"augment.enable_rate": 0.5, "pipeline.batch_size": 10,
+                                "augment.pixel": {"brightness": {"max_delta": 0.4, "p": 0.5},
+                                                  "contrast": {"lower": 0.6, "upper": 1.4}},
+                                "pipeline.drop_remainder": False})
+    got = _values(_build(cfg, True))
+    wo = [w for w in write_outs if w is not None]
+    assert wo and wo[0].ops == ("brightness", "contrast") and wo[0].gated == (True, False)
+    assert wo[0].float_out
+    want = _write_out_off(cfg)
+    assert len(got) == len(want) == 6 and got[0]["image"].dtype == np.float32
+    for i, (x, y) in enumerate(zip(got, want)):
+        for k in ("image", "label"):
+            np.testing.assert_array_equal(x[k], y[k], err_msg=f"batch {i} {k}")
+    write_outs.clear()
+    ds = _build(_imagenet(dataset, **{"augment.pixel_stage": "device"}), True)
+    assert ds.element_spec["image"].dtype == tf.uint8
+    assert write_outs and all(w is None for w in write_outs)
+
+
+_ISA_SCRIPT = r"""
+import sys
+import numpy as np
+import tensorflow as tf
+from tfpipe import sample_data
+from tfpipe.native import jpeg
+
+
+def run():
+    photos = list(sample_data.source_photos().values())[:2]
+    enc = tf.stack([tf.io.encode_jpeg(np.ascontiguousarray(p[:300, :300, :3]), quality=90)
+                    for p in photos])
+    draws = tf.constant(np.random.default_rng(0).uniform(0, 1, (2, 4, 10)), tf.float32)
+    outs = []
+    for float_out in (True, False):
+        wo = jpeg.WriteOut(ops=("brightness", "contrast", "saturation"),
+                           gated=(False, True, False), float_out=float_out,
+                           mean=(0.485, 0.456, 0.406), std=(0.229, 0.224, 0.225),
+                           params=tf.constant([[0.1, 1.3, 0.8], [-0.2, 0.7, 1.2]]),
+                           apply=tf.constant([[True, True, True], [True, False, True]]),
+                           enabled=tf.constant([True, False]))
+        out, status, _ = jpeg.decode_crop_resize_block(enc, draws, [0, 0], [True, False],
+                                                       (224, 224), (3 / 4, 4 / 3), write_out=wo)
+        assert status.numpy().tolist() == [0, 0]
+        outs.append(out.numpy())
+    return outs
+
+
+if __name__ == "__main__":
+    np.savez(sys.argv[1], *run())
+"""
+
+
+def test_write_out_rows_are_isa_independent(tmp_path):
+    """The write-out runs pixel.cc's chain (tests/native/test_pixel_isa.py: its AVX
+    and SSE2 loops, the same bytes); here the fused rows themselves, float32 and
+    uint8, 224x224 photos (the chain's pairwise mean at full size), in this
+    process and in one fresh process with TFPIPE_NATIVE_ISA=baseline."""
+    import os
+    import subprocess
+    import sys
+
+    script = tmp_path / "isa_rows.py"
+    script.write_text(_ISA_SCRIPT)
+    out = tmp_path / "baseline.npz"
+    env = dict(os.environ, TFPIPE_NATIVE_ISA="baseline", TF_CPP_MIN_LOG_LEVEL="2")
+    proc = subprocess.run([sys.executable, str(script), str(out)], env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    namespace: dict = {}
+    exec(compile(_ISA_SCRIPT, "isa_rows", "exec"), namespace)  # noqa: S102 - the same script here
+    here = namespace["run"]()
+    with np.load(out) as z:
+        for i, got in enumerate(here):
+            assert got.dtype == z[f"arr_{i}"].dtype
+            np.testing.assert_array_equal(got, z[f"arr_{i}"])

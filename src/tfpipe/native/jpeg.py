@@ -17,6 +17,7 @@ bytes before marker") are not counted by `Uncompress`. `tfpipe convert` and
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import tensorflow as tf
@@ -109,7 +110,8 @@ def has_decode_crop_resize_block() -> bool:
 def decode_crop_resize_block(contents: Any, draws: Any, mode: Any, flip: Any,
                              size: tuple[int, int], ratio: tuple[float, float],
                              channels: int = 3, dct_scaling: bool = True,
-                             crop_fraction: float = 0.875
+                             crop_fraction: float = 0.875,
+                             write_out: WriteOut | None = None
                              ) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
     """A block of n encoded images in one kernel call (window_decode_block.cc) ->
     (images uint8 [n, size[0], size[1], channels], status int32 [n], message
@@ -127,7 +129,12 @@ def decode_crop_resize_block(contents: Any, draws: Any, mode: Any, flip: Any,
     Rows run on TF's intra-op threads, within the caller's per-thread limit:
     inside tf.data that is `threading.max_intra_op_parallelism` (1 by default:
     rows inline, parallel only across the map's calls; 0 or the CPU count lets
-    one call spread its rows)."""
+    one call spread its rows).
+
+    `write_out` (`WriteOut`): each decoded row then goes through the batch
+    stage's colour chain + normalize in the same call, while it is in cache
+    (`native.pixel.pixel_chain` of that row: the same bytes): images are float32
+    (`float_out`) or uint8, rows with status 1 / 2 zeros."""
     import numpy as np
 
     if not 0 < crop_fraction <= 1:
@@ -135,9 +142,47 @@ def decode_crop_resize_block(contents: Any, draws: Any, mode: Any, flip: Any,
     if not has_decode_crop_resize_block():
         raise native.unavailable("block decode-crop-resize", "window_decode_block.cc")
     lo, hi = (float(np.float32(r)) for r in ratio)  # as native.crop_window passes them
+    contents = tf.convert_to_tensor(contents, tf.string)
+    wo = write_out or WriteOut()
+    k = len(wo.ops)
+    n = tf.shape(contents)[0]
+    if write_out is None:
+        params, apply, enabled = tf.zeros([n, 0]), tf.zeros([n, 0], tf.bool), tf.zeros([n], tf.bool)
+    else:
+        if wo.params is None or wo.apply is None or wo.enabled is None:
+            raise ValueError("WriteOut needs params, apply and enabled tensors")
+        params, apply, enabled = wo.params, wo.apply, wo.enabled
+        if wo.float_out and not (wo.mean and len(wo.mean) == len(wo.std)):
+            raise ValueError("WriteOut: float32 output needs mean and std of one length")
     return native.load().tfpipe_decode_crop_resize_block(
-        tf.convert_to_tensor(contents, tf.string), tf.convert_to_tensor(draws, tf.float32),
+        contents, tf.convert_to_tensor(draws, tf.float32),
         tf.convert_to_tensor(mode, tf.int32), tf.convert_to_tensor(flip, tf.bool),
-        tf.constant([int(size[0]), int(size[1])], tf.int32), ratio=[lo, hi],
+        tf.constant([int(size[0]), int(size[1])], tf.int32),
+        tf.reshape(tf.convert_to_tensor(params, tf.float32), [n, k]),
+        tf.reshape(tf.convert_to_tensor(apply, tf.bool), [n, k]),
+        tf.convert_to_tensor(enabled, tf.bool), ratio=[lo, hi],
         channels=int(channels), dct_scaling=bool(dct_scaling),
-        crop_fraction=float(crop_fraction))
+        crop_fraction=float(crop_fraction),
+        out_dtype=tf.float32 if wo.float_out else tf.uint8, ops=list(wo.ops),
+        gated=[bool(g) for g in wo.gated], mean=[float(v) for v in wo.mean],
+        std=[float(v) for v in wo.std])
+
+
+@dataclasses.dataclass(frozen=True)
+class WriteOut:
+    """The per-row write-out of `decode_crop_resize_block`: where `enabled[i]`,
+    row i becomes `native.pixel.pixel_chain([row], params[i:i+1], apply[i:i+1],
+    ops, gated, to_float=float_out, normalize=float_out, mean, std)`; elsewhere
+    the plain rendering: `pixel_chain` normalize alone of the uint8 row
+    (float_out) or the row itself. What the batch stage computes per row with no
+    L4 op (`augment.on_device.augment_batch`): the same bytes.
+    params / apply [n, len(ops)] float32 / bool, enabled [n] bool."""
+
+    ops: tuple[str, ...] = ()
+    gated: tuple[bool, ...] = ()
+    float_out: bool = False
+    mean: tuple[float, ...] = ()
+    std: tuple[float, ...] = ()
+    params: Any = None
+    apply: Any = None
+    enabled: Any = None

@@ -35,6 +35,11 @@
 // one block while it is in L1. A pass before a contrast keeps the image's values
 // (n * c floats, in L2 at 224x224) and their means: levels as exact int32 sums per
 // element of a block, floats as the tree computed block-wise from L2 (FoldTree).
+// With one contrast and uint8 input nothing is kept: the values before the contrast
+// are computed again from the uint8 pixels, block by block, for the tree (in its
+// block order) and for the last pass (the same operations on the same inputs), so
+// the L2 working set is the uint8 image (150 KB at 224x224), not 602 KB of floats --
+// what lets TfpipeDecodeCropResizeBlock run the chain on a row next to its decode.
 // With AVX the load and a first brightness are one loop, and so are a last pass's
 // contrast and normalize (no other op between them): the same operations, fewer
 // loads and stores. Measured and NOT used (benchmarks/writeout_bench.py,
@@ -600,6 +605,7 @@ struct Scratch {
   std::unique_ptr<float[]> image;  // n * c: the values at a contrast barrier
   std::unique_ptr<float[]> tree;   // c * TreeHalf(n): the float means' tree
   std::unique_ptr<float[]> block;  // kBlock * c: a block when the chain has no barrier
+  std::unique_ptr<float[]> block2;  // kBlock * c: FoldTree's second block, recomputed
   std::unique_ptr<float[]> mean;   // kBlock * c: the contrast means, per element of a block
   std::unique_ptr<int32_t[]> acc;  // kBlock * c: the levels sums, per element of a block
   std::unique_ptr<float[]> zeros;  // kBlock * c zeros: the tree's padding
@@ -609,15 +615,36 @@ struct Scratch {
   std::vector<int> level;  // FoldTree's stack: the tree level of each partial sum
 };
 
-class PixelChainOp : public OpKernel {
+// PixelIo: where one call of PixelChain::Image reads and writes. Image `img` of
+// [*, n pixels, c channels] at offset img * n * c of in8/inf and outf/out8; its
+// params/apply rows at img * n_ops.
+struct PixelIo {
+  int64_t n, c;
+  const float* prm;
+  const bool* app;
+  const uint8_t* in8;
+  const float* inf;
+  float* outf;
+  uint8_t* out8;
+  const float* na;
+  const float* nb;
+};
+
+// The chain of one op configuration (ops in order, gated flags, to_float, normalize,
+// mean/std), applied image by image: what TfpipePixelChain runs per image, and what
+// TfpipeDecodeCropResizeBlock (window_decode_block.cc) runs on each decoded row while
+// it is still in L2 (its fused write-out). One definition, so both give the same bytes.
+class PixelChain {
  public:
-  explicit PixelChainOp(OpKernelConstruction* ctx) : OpKernel(ctx) {
-    std::vector<std::string> ops;
-    OP_REQUIRES_OK(ctx, ctx->GetAttr("ops", &ops));
-    OP_REQUIRES_OK(ctx, ctx->GetAttr("gated", &gated_));
-    OP_REQUIRES(ctx, gated_.size() == ops.size(),
-                errors::InvalidArgument("gated must have one flag per op, got ",
-                                        gated_.size(), " for ", ops.size(), " ops"));
+  // Parses the attributes' values; an error names the bad one.
+  Status Init(const std::vector<std::string>& ops, const std::vector<bool>& gated,
+              bool to_float, bool normalize, const std::vector<float>& mean,
+              const std::vector<float>& std) {
+    if (gated.size() != ops.size()) {
+      return errors::InvalidArgument("gated must have one flag per op, got ", gated.size(),
+                                     " for ", ops.size(), " ops");
+    }
+    kinds_.clear();
     for (const auto& name : ops) {
       if (name == "brightness") {
         kinds_.push_back(Kind::kBrightness);
@@ -626,131 +653,82 @@ class PixelChainOp : public OpKernel {
       } else if (name == "saturation") {
         kinds_.push_back(Kind::kSaturation);
       } else {
-        ctx->CtxFailure(errors::InvalidArgument(
-            "ops: unknown colour op '", name, "'; allowed: brightness, contrast, saturation"));
-        return;
+        return errors::InvalidArgument("ops: unknown colour op '", name,
+                                       "'; allowed: brightness, contrast, saturation");
       }
     }
-    OP_REQUIRES_OK(ctx, ctx->GetAttr("to_float", &to_float_));
-    OP_REQUIRES_OK(ctx, ctx->GetAttr("normalize", &normalize_));
-    OP_REQUIRES_OK(ctx, ctx->GetAttr("mean", &mean_));
-    OP_REQUIRES_OK(ctx, ctx->GetAttr("std", &std_));
-    DataType in, out;
-    OP_REQUIRES_OK(ctx, ctx->GetAttr("T", &in));
-    OP_REQUIRES_OK(ctx, ctx->GetAttr("out_dtype", &out));
-    float_in_ = in == DT_FLOAT;
-    OP_REQUIRES(ctx, !float_in_ || to_float_,
-                errors::InvalidArgument("a float32 input needs to_float=true"));
-    const bool float_out = normalize_ || to_float_;
-    OP_REQUIRES(ctx, (out == DT_FLOAT) == float_out,
-                errors::InvalidArgument("out_dtype must be float32 when to_float or "
-                                        "normalize is set, else uint8"));
-    if (normalize_) {
-      OP_REQUIRES(ctx, !mean_.empty() && mean_.size() == std_.size(),
-                  errors::InvalidArgument("normalize needs mean and std of the same length"));
+    gated_ = gated;
+    to_float_ = to_float;
+    normalize_ = normalize;
+    mean_ = mean;
+    std_ = std;
+    if (normalize_ && (mean_.empty() || mean_.size() != std_.size())) {
+      return errors::InvalidArgument("normalize needs mean and std of the same length");
     }
     has_contrast_ = std::find(kinds_.begin(), kinds_.end(), Kind::kContrast) != kinds_.end();
+    return absl::OkStatus();
   }
 
-  void Compute(OpKernelContext* ctx) override {
-    const Tensor& images = ctx->input(0);
-    const Tensor& params = ctx->input(1);
-    const Tensor& apply = ctx->input(2);
-    const int64_t n_ops = static_cast<int64_t>(kinds_.size());
-    OP_REQUIRES(ctx, images.dims() == 4,
-                errors::InvalidArgument("images must be [B,H,W,C], got ",
-                                        images.shape().DebugString()));
-    const int64_t b = images.dim_size(0), h = images.dim_size(1), w = images.dim_size(2),
-                  c = images.dim_size(3);
-    OP_REQUIRES(ctx, params.dims() == 2 && params.dim_size(0) == b &&
-                         params.dim_size(1) == n_ops && apply.shape() == params.shape(),
-                errors::InvalidArgument("params and apply must be [", b, ", ", n_ops,
-                                        "], got ", params.shape().DebugString(), " and ",
-                                        apply.shape().DebugString()));
+  int64_t n_ops() const { return static_cast<int64_t>(kinds_.size()); }
+  bool to_float() const { return to_float_; }
+  bool normalize() const { return normalize_; }
+  bool float_out() const { return normalize_ || to_float_; }
+
+  // Whether images of c channels can go through the chain.
+  Status Check(int64_t c) const {
     for (Kind k : kinds_) {
-      OP_REQUIRES(ctx, k != Kind::kSaturation || c == 3,
-                  errors::InvalidArgument("saturation needs 3 channels, got ", c));
-    }
-    if (normalize_) {
-      OP_REQUIRES(ctx, mean_.size() == 1 || static_cast<int64_t>(mean_.size()) == c,
-                  errors::InvalidArgument("normalize.mean/std must have 1 or ", c,
-                                          " values, got ", mean_.size()));
-    }
-    Tensor* out = nullptr;
-    OP_REQUIRES_OK(ctx, ctx->allocate_output(0, images.shape(), &out));
-    const int64_t n = h * w;
-    if (b == 0 || n == 0 || c == 0) return;
-
-    // normalize: x * (1 / (scale * std)) - mean / std, as color.normalize computes
-    // its constants (float32, scale = 255 for uint8 levels, 1 for [0,1] floats),
-    // laid out per element of a block (element e is channel e % c)
-    const int64_t block = kBlock * c;
-    std::vector<float> na, nb;
-    if (normalize_) {
-      const float scale = to_float_ ? 1.0f : 255.0f;
-      na.resize(block);
-      nb.resize(block);
-      for (int64_t e = 0; e < block; ++e) {
-        const int64_t k = e % c;
-        const float m = mean_[mean_.size() == 1 ? 0 : k], s = std_[std_.size() == 1 ? 0 : k];
-        na[e] = 1.0f / (scale * s);
-        nb[e] = m / s;
+      if (k == Kind::kSaturation && c != 3) {
+        return errors::InvalidArgument("saturation needs 3 channels, got ", c);
       }
     }
-    Io io;
-    io.n = n;
-    io.c = c;
-    io.prm = params.flat<float>().data();
-    io.app = apply.flat<bool>().data();
-    io.in8 = float_in_ ? nullptr : images.flat<uint8_t>().data();
-    io.inf = float_in_ ? images.flat<float>().data() : nullptr;
-    const bool float_out = normalize_ || to_float_;
-    io.outf = float_out ? out->flat<float>().data() : nullptr;
-    io.out8 = float_out ? nullptr : out->flat<uint8_t>().data();
-    io.na = na.data();
-    io.nb = nb.data();
-
-    auto run = [&](int64_t start, int64_t limit) {
-      Scratch s;
-      if (has_contrast_) {
-        s.image.reset(new float[n * c]);
-        if (to_float_) {
-          // TreeSums' array, or FoldTree's stack (one block per level, + 1)
-          int64_t levels = 2;
-          while ((int64_t{1} << levels) < n) ++levels;
-          s.tree.reset(new float[std::max<int64_t>(c * TreeHalf(n), block * (levels + 1))]);
-          s.zeros.reset(new float[block]());
-          s.level.resize(levels + 1);
-        }
-      }
-      s.block.reset(new float[block]);
-      s.mean.reset(new float[block]);
-      s.acc.reset(new int32_t[block]);
-      s.steps.reserve(kinds_.size());
-      s.m.resize(c);
-      s.sums.resize(c);
-      for (int64_t img = start; img < limit; ++img) Image(img, io, s);
-#if defined(__SSE2__)
-      _mm_sfence();  // the streaming stores are visible before the shard reports done
-#endif
-    };
-    auto* workers = ctx->device()->tensorflow_cpu_worker_threads();
-    const int64_t cost = n * c * (4 + 4 * n_ops);  // rough cycles per image
-    Shard(workers->num_threads, workers->workers, b, cost, run);
+    if (normalize_ && mean_.size() != 1 && static_cast<int64_t>(mean_.size()) != c) {
+      return errors::InvalidArgument("normalize.mean/std must have 1 or ", c,
+                                     " values, got ", mean_.size());
+    }
+    return absl::OkStatus();
   }
 
- private:
-  struct Io {
-    int64_t n, c;
-    const float* prm;
-    const bool* app;
-    const uint8_t* in8;
-    const float* inf;
-    float* outf;
-    uint8_t* out8;
-    const float* na;
-    const float* nb;
-  };
+  // normalize: x * (1 / (scale * std)) - mean / std, as color.normalize computes
+  // its constants (float32, scale = 255 for uint8 levels, 1 for [0,1] floats),
+  // laid out per element of a block (element e is channel e % c)
+  void Constants(int64_t c, std::vector<float>* na, std::vector<float>* nb) const {
+    na->clear();
+    nb->clear();
+    if (!normalize_) return;
+    const int64_t block = kBlock * c;
+    const float scale = to_float_ ? 1.0f : 255.0f;
+    na->resize(block);
+    nb->resize(block);
+    for (int64_t e = 0; e < block; ++e) {
+      const int64_t k = e % c;
+      const float m = mean_[mean_.size() == 1 ? 0 : k], s = std_[std_.size() == 1 ? 0 : k];
+      (*na)[e] = 1.0f / (scale * s);
+      (*nb)[e] = m / s;
+    }
+  }
+
+  // One thread's buffers for images of n pixels and c channels.
+  void InitScratch(int64_t n, int64_t c, Scratch* s) const {
+    const int64_t block = kBlock * c;
+    if (has_contrast_) {
+      s->image.reset(new float[n * c]);
+      if (to_float_) {
+        // TreeSums' array, or FoldTree's stack (one block per level, + 1)
+        int64_t levels = 2;
+        while ((int64_t{1} << levels) < n) ++levels;
+        s->tree.reset(new float[std::max<int64_t>(c * TreeHalf(n), block * (levels + 1))]);
+        s->zeros.reset(new float[block]());
+        s->level.resize(levels + 1);
+      }
+    }
+    s->block.reset(new float[block]);
+    s->block2.reset(new float[block]);
+    s->mean.reset(new float[block]);
+    s->acc.reset(new int32_t[block]);
+    s->steps.reserve(kinds_.size());
+    s->m.resize(c);
+    s->sums.resize(c);
+  }
 
   // Runs steps [from, to) (no contrast among them) on a block of px pixels.
   void Ops(const Scratch& s, size_t from, size_t to, float* x, int64_t px, int64_t c) const {
@@ -773,7 +751,7 @@ class PixelChainOp : public OpKernel {
   }
 
   // The output of a block: normalize, the [0,1] floats, or the uint8 levels.
-  void Store(const Io& io, const float* x, int64_t at, int64_t len) const {
+  void Store(const PixelIo& io, const float* x, int64_t at, int64_t len) const {
     if (normalize_) {
       StoreNorm(x, len, io.na, io.nb, io.outf + at);
     } else if (to_float_) {
@@ -783,12 +761,13 @@ class PixelChainOp : public OpKernel {
     }
   }
 
+ public:
   // One image, by one thread, in a fixed order. The passes: load + the ops before the
   // first contrast; at each contrast (the one barrier: its channel means need every
   // pixel) the means of the whole image, then that contrast + the ops up to the next
   // one; the last pass also stores the output. Each pass goes block by block; per
   // element the operations are the twin's, in its order.
-  void Image(int64_t img, const Io& io, Scratch& s) const {
+  void Image(int64_t img, const PixelIo& io, Scratch& s) const {
     const int64_t n = io.n, c = io.c, block = kBlock * c, base = img * n * c;
     const float* prm = io.prm + img * static_cast<int64_t>(kinds_.size());
     const bool* app = io.app + img * static_cast<int64_t>(kinds_.size());
@@ -815,6 +794,36 @@ class PixelChainOp : public OpKernel {
     while (first < n_steps && s.steps[first].kind != Kind::kContrast) ++first;
     const bool barrier = first < n_steps;
     const bool levels = !to_float_;
+    bool fuse_bright0 = false;  // the load and a first brightness in one loop
+#ifdef TFPIPE_PIX_AVX
+    fuse_bright0 = io.in8 != nullptr && first > 0 && s.steps[0].kind == Kind::kBrightness &&
+                   PixAvx();
+#endif
+    // Recompute: with one contrast and uint8 input, the values before the contrast are
+    // computed again, block by block, from the uint8 pixels (in L1/L2) for the mean and
+    // for the last pass, instead of kept in s.image (n * c floats: 602 KB at 224x224,
+    // which evicts what the block op's decode keeps in L2). The same operations on the
+    // same inputs: the same values, so the same bytes.
+    int contrasts = 0;
+    for (const Step& st : s.steps) contrasts += st.kind == Kind::kContrast ? 1 : 0;
+    const bool recompute = barrier && contrasts == 1 && io.in8 != nullptr &&
+                           (levels || TreeHalf(n) >= kBlock);
+    // load + steps [0, first) on the px pixels from i0 into x: the first pass's block
+    auto load0 = [&](int64_t i0, int64_t px, float* x) {
+      const int64_t e0 = i0 * c, len = px * c;
+#ifdef TFPIPE_PIX_AVX
+      if (fuse_bright0) {
+        const float d = s.steps[0].v;
+        if (levels) {
+          LoadBrightU8Avx<true>(io.in8 + base + e0, len, k, d * 255.0f, x);
+        } else {
+          LoadBrightU8Avx<false>(io.in8 + base + e0, len, k, d, x);
+        }
+      }
+#endif
+      if (!fuse_bright0) LoadU8(io.in8 + base + e0, len, k, x);
+      Ops(s, fuse_bright0 ? 1 : 0, first, x, px, c);
+    };
     // One pass: steps [from, to) on every block of pixels, after the load (j < 0) or
     // after contrast j; the last pass stores the output, any other ends at a contrast,
     // whose channel means it leaves in s.m.
@@ -827,7 +836,8 @@ class PixelChainOp : public OpKernel {
 #endif
       auto run = [&](int64_t i0) {  // the block of pixels [i0, i0 + kBlock)
         const int64_t px = std::min(kBlock, n - i0), e0 = i0 * c, len = px * c;
-        float* x = barrier ? s.image.get() + e0 : s.block.get();
+        float* x = barrier && !recompute ? s.image.get() + e0 : s.block.get();
+        if (recompute && j >= 0) load0(i0, px, x);  // the values at the contrast, again
 #ifdef TFPIPE_PIX_AVX
         // the last pass is this contrast alone, then normalize: one loop, x to the output
         if (j >= 0 && last && from == to && normalize_ && PixAvx()) {
@@ -865,13 +875,24 @@ class PixelChainOp : public OpKernel {
         }
       };
       if (!last && levels) std::fill(s.acc.get(), s.acc.get() + block, 0);
-      for (int64_t i0 = 0; i0 < n; i0 += kBlock) run(i0);
+      // (recompute, floats: the first pass's blocks are made in FoldTree's order)
+      if (last || levels || !recompute) {
+        for (int64_t i0 = 0; i0 < n; i0 += kBlock) run(i0);
+      }
       if (last) return;
       if (levels) {  // exact integer sums
         std::fill(s.sums.begin(), s.sums.end(), 0);
         for (int64_t e = 0; e < std::min(block, n * c); ++e) s.sums[e % c] += s.acc[e];
+      } else if (recompute) {
+        FoldTree(n, c, s, [&](int64_t kb, int which) -> const float* {
+          float* b = which ? s.block2.get() : s.block.get();
+          load0(kb * kBlock, std::min(kBlock, n - kb * kBlock), b);
+          return b;
+        });
       } else if (TreeHalf(n) >= kBlock) {
-        FoldTree(n, c, s);
+        FoldTree(n, c, s, [&](int64_t kb, int) -> const float* {
+          return s.image.get() + kb * block;
+        });
       } else {
         TreeSums(s.image.get(), n, c, s.tree.get(), s.m.data());
       }
@@ -893,6 +914,7 @@ class PixelChainOp : public OpKernel {
     }
   }
 
+ private:
   // TreeSums of s.image into s.m with the same additions, in L1-sized pieces: with p = 2 * TreeHalf(n) padded pixels in nb = p / kBlock
   // blocks, the tree's levels down to h = kBlock add whole blocks (block k + block
   // k + h / kBlock, lane by lane), a halving tree over blocks. Computed depth first
@@ -900,7 +922,9 @@ class PixelChainOp : public OpKernel {
   // the level-by-level order gives it, lower index on the left), then the levels inside
   // the last block. Block k < nb / 2 is all pixels (k * kBlock < p / 2 < n); its partner
   // k + nb / 2 may be partly or wholly padding, the zeros added as TreeSums adds them.
-  void FoldTree(int64_t n, int64_t c, Scratch& s) const {
+  // src(k, which) gives block k's values (which: 0 or 1, the buffer to use for it).
+  template <class Src>
+  void FoldTree(int64_t n, int64_t c, Scratch& s, Src src) const {
     const int64_t block = kBlock * c, nb = 2 * TreeHalf(n) / kBlock;
     int bits = 0;
     while ((int64_t{1} << bits) < nb) ++bits;
@@ -909,12 +933,12 @@ class PixelChainOp : public OpKernel {
     for (int64_t t = 0; t < nb; t += 2) {
       int64_t k = 0;  // bit reversal of t
       for (int b = 0; b < bits; ++b) k |= ((t >> b) & 1) << (bits - 1 - b);
-      const float* x = s.image.get() + k * block;
+      const float* x = src(k, 0);
       const int64_t k2 = k + nb / 2;
       float* top = slot(depth);
       int64_t real = 0;  // elements of block k2 that are pixels
       if (k2 * kBlock < n) {
-        const float* x2 = s.image.get() + k2 * block;
+        const float* x2 = src(k2, 1);
         real = std::min(kBlock, n - k2 * kBlock) * c;
         AddTo(top, x, x2, real);
       }
@@ -937,7 +961,86 @@ class PixelChainOp : public OpKernel {
   std::vector<Kind> kinds_;
   std::vector<bool> gated_;
   std::vector<float> mean_, std_;
-  bool to_float_ = true, normalize_ = false, float_in_ = false, has_contrast_ = false;
+  bool to_float_ = true, normalize_ = false, has_contrast_ = false;
+};
+
+class PixelChainOp : public OpKernel {
+ public:
+  explicit PixelChainOp(OpKernelConstruction* ctx) : OpKernel(ctx) {
+    std::vector<std::string> ops;
+    std::vector<bool> gated;
+    bool to_float = true, normalize = false;
+    std::vector<float> mean, std;
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("ops", &ops));
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("gated", &gated));
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("to_float", &to_float));
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("normalize", &normalize));
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("mean", &mean));
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("std", &std));
+    OP_REQUIRES_OK(ctx, chain_.Init(ops, gated, to_float, normalize, mean, std));
+    DataType in, out;
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("T", &in));
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("out_dtype", &out));
+    float_in_ = in == DT_FLOAT;
+    OP_REQUIRES(ctx, !float_in_ || to_float,
+                errors::InvalidArgument("a float32 input needs to_float=true"));
+    OP_REQUIRES(ctx, (out == DT_FLOAT) == chain_.float_out(),
+                errors::InvalidArgument("out_dtype must be float32 when to_float or "
+                                        "normalize is set, else uint8"));
+  }
+
+  void Compute(OpKernelContext* ctx) override {
+    const Tensor& images = ctx->input(0);
+    const Tensor& params = ctx->input(1);
+    const Tensor& apply = ctx->input(2);
+    const int64_t n_ops = chain_.n_ops();
+    OP_REQUIRES(ctx, images.dims() == 4,
+                errors::InvalidArgument("images must be [B,H,W,C], got ",
+                                        images.shape().DebugString()));
+    const int64_t b = images.dim_size(0), h = images.dim_size(1), w = images.dim_size(2),
+                  c = images.dim_size(3);
+    OP_REQUIRES(ctx, params.dims() == 2 && params.dim_size(0) == b &&
+                         params.dim_size(1) == n_ops && apply.shape() == params.shape(),
+                errors::InvalidArgument("params and apply must be [", b, ", ", n_ops,
+                                        "], got ", params.shape().DebugString(), " and ",
+                                        apply.shape().DebugString()));
+    OP_REQUIRES_OK(ctx, chain_.Check(c));
+    Tensor* out = nullptr;
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(0, images.shape(), &out));
+    const int64_t n = h * w;
+    if (b == 0 || n == 0 || c == 0) return;
+
+    std::vector<float> na, nb;
+    chain_.Constants(c, &na, &nb);
+    PixelIo io;
+    io.n = n;
+    io.c = c;
+    io.prm = params.flat<float>().data();
+    io.app = apply.flat<bool>().data();
+    io.in8 = float_in_ ? nullptr : images.flat<uint8_t>().data();
+    io.inf = float_in_ ? images.flat<float>().data() : nullptr;
+    const bool float_out = chain_.float_out();
+    io.outf = float_out ? out->flat<float>().data() : nullptr;
+    io.out8 = float_out ? nullptr : out->flat<uint8_t>().data();
+    io.na = na.data();
+    io.nb = nb.data();
+
+    auto run = [&](int64_t start, int64_t limit) {
+      Scratch s;
+      chain_.InitScratch(n, c, &s);
+      for (int64_t img = start; img < limit; ++img) chain_.Image(img, io, s);
+#if defined(__SSE2__)
+      _mm_sfence();  // the streaming stores are visible before the shard reports done
+#endif
+    };
+    auto* workers = ctx->device()->tensorflow_cpu_worker_threads();
+    const int64_t cost = n * c * (4 + 4 * n_ops);  // rough cycles per image
+    Shard(workers->num_threads, workers->workers, b, cost, run);
+  }
+
+ private:
+  PixelChain chain_;
+  bool float_in_ = false;
 };
 
 }  // namespace

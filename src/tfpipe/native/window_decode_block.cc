@@ -1,6 +1,6 @@
 // TfpipeDecodeCropResizeBlock: TfpipeDecodeCropResize (window_decode.cc) over a
 // whole block of records in one kernel call, into one preallocated
-// uint8 [n, H, W, C] output.
+// uint8 [n, H, W, C] output (or, with the write-out, the finished float32 / uint8 rows).
 //
 // Per sample the train path runs ~11 tf.data steps and allocates a tensor per
 // image, then batch() copies the images into the batch; here a block of n
@@ -16,6 +16,15 @@
 // pool. A row touches only its own input, draws, scratch and output slice, so
 // its bytes do not depend on the thread count or on the other rows
 // (tests/native/test_decode_block.py).
+//
+// The write-out (out_dtype float32 or ops given): each row is decoded into the
+// thread's buffer and, while it is still in L2, goes through pixel.cc's PixelChain
+// (the per-image code of TfpipePixelChain: the same function, so the same bytes)
+// into its slice of the float32 / uint8 output: the batch stage's L3 + normalize
+// for enabled rows, the plain rendering (normalize of the levels) for the others.
+// The separate batch op, which read the whole uint8 batch back from memory, and
+// the uint8 batch itself are gone (docs/performance.md, "Integrated, issue #12
+// section 3").
 //
 // One bad row never fails the op: it gets status 1 (not a JPEG: tf.io.is_jpeg
 // false; the caller decodes it another way) or 2 (what the per-sample op raises
@@ -44,11 +53,19 @@ REGISTER_OP("TfpipeDecodeCropResizeBlock")
     .Input("mode: int32")
     .Input("flip: bool")
     .Input("size: int32")
+    .Input("params: float")
+    .Input("apply: bool")
+    .Input("enabled: bool")
     .Attr("ratio: list(float)")
     .Attr("channels: int = 3")
     .Attr("dct_scaling: bool = true")
     .Attr("crop_fraction: float = 0.875")
-    .Output("images: uint8")
+    .Attr("out_dtype: {uint8, float} = DT_UINT8")
+    .Attr("ops: list(string) = []")
+    .Attr("gated: list(bool) = []")
+    .Attr("mean: list(float) = []")
+    .Attr("std: list(float) = []")
+    .Output("images: out_dtype")
     .Output("status: int32")
     .Output("message: string")
     .SetShapeFn([](shape_inference::InferenceContext* c) {
@@ -61,6 +78,11 @@ REGISTER_OP("TfpipeDecodeCropResizeBlock")
       TF_RETURN_IF_ERROR(c->Merge(n, c->Dim(draws, 0), &n));
       TF_RETURN_IF_ERROR(c->Merge(n, c->Dim(c->input(2), 0), &n));
       TF_RETURN_IF_ERROR(c->Merge(n, c->Dim(c->input(3), 0), &n));
+      TF_RETURN_IF_ERROR(c->WithRank(c->input(5), 2, &unused));
+      TF_RETURN_IF_ERROR(c->Merge(n, c->Dim(c->input(5), 0), &n));
+      TF_RETURN_IF_ERROR(c->WithRank(c->input(6), 2, &unused));
+      TF_RETURN_IF_ERROR(c->WithRank(c->input(7), 1, &unused));
+      TF_RETURN_IF_ERROR(c->Merge(n, c->Dim(c->input(7), 0), &n));
       TF_RETURN_IF_ERROR(c->MakeShapeFromShapeTensor(4, &hw));
       TF_RETURN_IF_ERROR(c->WithRank(hw, 2, &hw));
       int channels;
@@ -81,6 +103,14 @@ window (DCT-scaled towards size when dct_scaling), bilinear resize, mirrored
 when flip[i]: row i equals TfpipeDecodeCropResize (modes 0, 1) and the eval
 L1 (mode 2) of that image. status 0 = ok, 1 = not a JPEG (zeros), 2 = bad
 JPEG (zeros; message = the per-sample op's error).
+
+The write-out (what the batch stage would do next, per row, on the row while it
+is in cache): with out_dtype float32, or with ops, row i is then, where
+enabled[i], TfpipePixelChain(ops, gated, to_float = normalize = (out_dtype is
+float32), mean, std) of that row with params[i] / apply[i] ([n, len(ops)]),
+and elsewhere the plain rendering: TfpipePixelChain's normalize alone of the
+uint8 row (float32) or the row itself (uint8). With neither (the default) the
+rows are the uint8 images and params / apply / enabled are not read.
 )doc");
 
 namespace {
@@ -104,6 +134,21 @@ class DecodeCropResizeBlockOp : public OpKernel {
                                         spec_.crop_fraction));
     std::string why;
     OP_REQUIRES(ctx, LookupUncompress(&why) != nullptr, errors::Unavailable(why));
+    DataType out;
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("out_dtype", &out));
+    float_out_ = out == DT_FLOAT;
+    std::vector<std::string> ops;
+    std::vector<bool> gated;
+    std::vector<float> mean, std;
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("ops", &ops));
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("gated", &gated));
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("mean", &mean));
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("std", &std));
+    // the chain of an enabled row, and the plain rendering (normalize of levels)
+    OP_REQUIRES_OK(ctx, chain_.Init(ops, gated, float_out_, float_out_, mean, std));
+    OP_REQUIRES_OK(ctx, plain_.Init({}, {}, false, float_out_, mean, std));
+    OP_REQUIRES_OK(ctx, chain_.Check(spec_.channels));
+    write_out_ = float_out_ || !ops.empty();
     OP_REQUIRES(ctx, LookupGetImageInfo() != nullptr,
                 errors::Unavailable("tensorflow::jpeg::GetImageInfo not found in the loaded "
                                     "TF libraries"));
@@ -115,6 +160,9 @@ class DecodeCropResizeBlockOp : public OpKernel {
     const Tensor& mode = ctx->input(2);
     const Tensor& flip = ctx->input(3);
     const Tensor& size = ctx->input(4);
+    const Tensor& params = ctx->input(5);
+    const Tensor& apply = ctx->input(6);
+    const Tensor& enabled = ctx->input(7);
     OP_REQUIRES(ctx, contents.dims() == 1,
                 errors::InvalidArgument("contents must be a string vector [n], got ",
                                         contents.shape().DebugString()));
@@ -131,6 +179,15 @@ class DecodeCropResizeBlockOp : public OpKernel {
     OP_REQUIRES(ctx, size.dims() == 1 && size.NumElements() == 2,
                 errors::InvalidArgument("size must be int32 [2] (height, width), got ",
                                         size.shape().DebugString()));
+    const int64_t n_ops = chain_.n_ops();
+    OP_REQUIRES(ctx, params.dims() == 2 && params.dim_size(0) == n &&
+                         params.dim_size(1) == n_ops && apply.shape() == params.shape(),
+                errors::InvalidArgument("params and apply must be [", n, ", ", n_ops,
+                                        "], got ", params.shape().DebugString(), " and ",
+                                        apply.shape().DebugString()));
+    OP_REQUIRES(ctx, enabled.dims() == 1 && enabled.dim_size(0) == n,
+                errors::InvalidArgument("enabled must be bool [n] with n = ", n, ", got ",
+                                        enabled.shape().DebugString()));
     RowSpec spec = spec_;
     spec.out_h = size.vec<int32>()(0);
     spec.out_w = size.vec<int32>()(1);
@@ -159,7 +216,14 @@ class DecodeCropResizeBlockOp : public OpKernel {
     const auto in = contents.vec<tstring>();
     const auto flips = flip.vec<bool>();
     const float* draw_data = draws.flat<float>().data();
-    uint8_t* out = images->flat<uint8>().data();
+    uint8_t* out8 = float_out_ ? nullptr : images->flat<uint8>().data();
+    float* outf = float_out_ ? images->flat<float>().data() : nullptr;
+    const float* prm = params.flat<float>().data();
+    const bool* app = apply.flat<bool>().data();
+    const bool* on = enabled.flat<bool>().data();
+    std::vector<float> ca, cb, pa, pb;  // the normalize constants of each chain
+    chain_.Constants(spec.channels, &ca, &cb);
+    plain_.Constants(spec.channels, &pa, &pb);
     int32_t* codes = status->vec<int32>().data();
     auto texts = message->vec<tstring>();
     const int64_t row_bytes = spec.out_h * spec.out_w * spec.channels;
@@ -169,14 +233,28 @@ class DecodeCropResizeBlockOp : public OpKernel {
     // first one wins.
     std::mutex fatal_mu;
     Status fatal;
+    const int64_t pixels = spec.out_h * spec.out_w;
     auto run = [&](int64_t begin, int64_t end) {
+      // With a write-out each row is decoded into this thread's buffer (in L2) and
+      // goes through the chain (pixel.cc's PixelChain, the batch op's per-image code)
+      // into the output; without one, straight into the output.
+      std::vector<uint8_t> decoded(write_out_ ? row_bytes : 0);
+      Scratch chain_scratch, plain_scratch;
+      bool chain_ready = false, plain_ready = false;
+      auto zero = [&](int64_t i) {
+        if (float_out_) {
+          std::memset(outf + i * row_bytes, 0, row_bytes * sizeof(float));
+        } else {
+          std::memset(out8 + i * row_bytes, 0, row_bytes);
+        }
+      };
       for (int64_t i = begin; i < end; ++i) {
-        uint8_t* row = out + i * row_bytes;
+        uint8_t* row = write_out_ ? decoded.data() : out8 + i * row_bytes;
         const tstring& bytes = in(i);
         // tf.io.is_jpeg: the same test the per-sample path branches on
         if (bytes.size() < 3 || static_cast<uint8_t>(bytes[0]) != 0xFF ||
             static_cast<uint8_t>(bytes[1]) != 0xD8 || static_cast<uint8_t>(bytes[2]) != 0xFF) {
-          std::memset(row, 0, row_bytes);
+          zero(i);
           codes[i] = 1;
           continue;
         }
@@ -185,9 +263,34 @@ class DecodeCropResizeBlockOp : public OpKernel {
                                              row);
         if (s.ok()) {
           codes[i] = 0;
+          if (!write_out_) continue;
+          const bool chained = on[i];
+          if (!chained && !float_out_) {  // uint8 out, plain row: the row itself
+            std::memcpy(out8 + i * row_bytes, row, row_bytes);
+            continue;
+          }
+          const PixelChain& pc = chained ? chain_ : plain_;
+          Scratch& sc = chained ? chain_scratch : plain_scratch;
+          bool& ready = chained ? chain_ready : plain_ready;
+          if (!ready) {
+            pc.InitScratch(pixels, spec.channels, &sc);
+            ready = true;
+          }
+          PixelIo io;  // one image: image 0 at this row's offsets
+          io.n = pixels;
+          io.c = spec.channels;
+          io.prm = prm + i * n_ops;
+          io.app = app + i * n_ops;
+          io.in8 = row;
+          io.inf = nullptr;
+          io.outf = float_out_ ? outf + i * row_bytes : nullptr;
+          io.out8 = float_out_ ? nullptr : out8 + i * row_bytes;
+          io.na = chained ? ca.data() : pa.data();
+          io.nb = chained ? cb.data() : pb.data();
+          pc.Image(0, io, sc);
           continue;
         }
-        std::memset(row, 0, row_bytes);
+        zero(i);
         codes[i] = 2;
         texts(i) = std::string(s.message());
         if (!absl::IsInvalidArgument(s)) {
@@ -195,6 +298,9 @@ class DecodeCropResizeBlockOp : public OpKernel {
           if (fatal.ok()) fatal = s;
         }
       }
+#if defined(__SSE2__)
+      if (write_out_) _mm_sfence();  // the streaming stores are visible before the shard is done
+#endif
     };
     // A row is a JPEG decode + resize: ~10^6-10^7 cycles, far above the pool's
     // per-task overhead. Shard (not ParallelFor) so a per-thread intra-op limit
@@ -208,6 +314,8 @@ class DecodeCropResizeBlockOp : public OpKernel {
 
  private:
   RowSpec spec_;
+  PixelChain chain_, plain_;
+  bool float_out_ = false, write_out_ = false;
 };
 
 }  // namespace

@@ -61,7 +61,7 @@ class BatchStage:
 
     def compose(self, batch: Batch, global_batch: tf.Tensor, num_classes: int | None,
                 keep_index: bool) -> Batch:
-        images = batch["image"]  # uint8
+        images = batch["image"]  # uint8 (finished rows with `_written`)
         labels: tf.Tensor = batch["label"]
         if self.s.one_hot:
             if not num_classes:
@@ -71,6 +71,8 @@ class BatchStage:
         if self.device:
             out = {"image": images, "label": labels,
                    **self.device_inputs(batch, images, global_batch)}
+        elif "_written" in batch:  # the block op's write-out ran L3 + normalize (pipeline/_block.py)
+            out = {"image": images, "label": labels}
         else:
             x, labels = self.augment(batch, images, labels, global_batch)
             out = {"image": x, "label": labels}

@@ -42,6 +42,9 @@ from tfpipe.pipeline._source import IMAGE_KEY, LABEL_KEY
 ENV = "TFPIPE_BLOCK_PATH"
 _ENV_ON = os.environ.get(ENV, "1").strip() != "0"
 _FORCED: list[bool] = []  # innermost `forced(...)` wins (benchmarks, tests)
+# TFPIPE_BLOCK_WRITE_OUT=0: the block stays uint8 and compose runs L3 + normalize (for
+# comparisons; the same bytes)
+_WRITE_OUT_ON = os.environ.get("TFPIPE_BLOCK_WRITE_OUT", "1").strip() != "0"
 
 # modes and statuses of `native.jpeg.decode_crop_resize_block`
 RRC, WHOLE, EVAL = 0, 1, 2
@@ -106,6 +109,67 @@ def _ratio(op: Any) -> tuple[float, float]:
     return float(v[0]), float(v[1])
 
 
+WRITTEN = "_written"  # a block whose rows the op's write-out finished (compose skips L3)
+
+
+def write_out_spec(builder: Any, train: bool) -> dict[str, Any] | None:
+    """What `compose` would still do to each row of a block, when the block op can
+    do it in its write-out instead (native `WriteOut`: the colour chain + normalize
+    of each decoded row while it is in cache): a train pipeline on the host
+    (`pixel_stage: host`), no L4 op (mixup / cutmix mix rows), and an L3 chain
+    `TfpipePixelChain` runs (brightness, contrast, saturation) or none; with uint8
+    output and no L3 there is nothing to write out. None: the block stays uint8.
+    {ops, gated, float_out, mean, std, chain}: `chain` whether enabled rows run L3."""
+    s = builder.s
+    if not train or builder.device or builder.batch_ops:
+        return None
+    float_out = s.output_dtype == "float32"
+    stage = builder.l3_stage
+    if stage.ops:
+        if stage.fused is None or not stage.fused.native():
+            return None
+        ops = tuple(op.name for op in stage.fused.ops)
+        gated = tuple(op.p < 1.0 for op in stage.fused.ops)
+    elif float_out:
+        ops, gated = (), ()
+    else:
+        return None
+    return {"ops": ops, "gated": gated, "float_out": float_out,
+            "mean": tuple(float(v) for v in s.mean), "std": tuple(float(v) for v in s.std),
+            "chain": bool(ops)}
+
+
+def _row_inputs(builder: Any, spec: dict[str, Any], local: tf.Tensor,
+                row: dict[str, tf.Tensor]) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
+    """(params, apply, enabled) of a block's rows for the write-out: the L3 draws
+    `BatchStage.pixel_inputs` makes from the same local indices, and which rows run
+    the chain -- `augment_batch`'s choice: all of them without an enable gate, the
+    `_enabled` ones with it, none without L3 (then every row is the plain
+    rendering, `normalize` of the levels)."""
+    n = tf.shape(local)[0]
+    k = len(spec["ops"])
+    if not spec["chain"]:
+        return tf.zeros([n, 0], tf.float32), tf.zeros([n, 0], tf.bool), tf.zeros([n], tf.bool)
+    inputs = builder.batch_stage.pixel_inputs({"_local": local})
+    params = tf.reshape(inputs["_pparams"], [n, k])
+    apply = tf.reshape(inputs["_papply"], [n, k])
+    gate = builder.s.enable_rate < 1.0  # as BatchStage.augment gates (L3 present)
+    enabled = row["_enabled"] if gate else tf.ones([n], tf.bool)
+    return params, apply, enabled
+
+
+def _finish_rows(builder: Any, images: tf.Tensor, label: tf.Tensor, local: tf.Tensor,
+                 enabled: tf.Tensor | None) -> tf.Tensor:
+    """uint8 rows (from the per-sample fallback) -> what the write-out makes of
+    them: the batch stage's own L3 + normalize of these rows (per row, so any
+    subset of a block gives each row's bytes)."""
+    batch = {"_local": local}
+    if enabled is not None:
+        batch["_enabled"] = enabled
+    x, _ = builder.batch_stage.augment(batch, images, label, tf.constant(0, tf.int64))
+    return x
+
+
 def _per_row(builder: Any, elems: tuple[Any, ...]) -> dict[str, tf.Tensor]:
     """`builder.process` of each row of `elems` ((shard, record, local,
     serialized[, plan rows]) vectors), each row isolated as `_errors.isolate`
@@ -127,11 +191,13 @@ def _per_row(builder: Any, elems: tuple[Any, ...]) -> dict[str, tf.Tensor]:
 
 
 def _decode_block(builder: Any, spec: dict[str, Any], plan: Callable[..., Any] | None,
-                  train: bool) -> tuple[Callable[..., Any], Callable[..., Any]]:
+                  train: bool, wspec: dict[str, Any] | None = None
+                  ) -> tuple[Callable[..., Any], Callable[..., Any]]:
     """(fast, slow) block functions of (local, shard, record, serialized) vectors
-    -> {image, label, _local, _shard, _record, ok[, _enabled]}. `slow` is every
-    row through `_per_row` (for a block `fast` failed on, e.g. a record
-    parse_example rejects)."""
+    -> {image, label, _local, _shard, _record, ok[, _enabled][, _written]}. `slow`
+    is every row through `_per_row` (for a block `fast` failed on, e.g. a record
+    parse_example rejects). With `wspec` (`write_out_spec`) the images are the
+    finished rows (the op's write-out; fallback rows through `_finish_rows`)."""
     from tfpipe.native import jpeg as native_jpeg
 
     s = builder.s
@@ -154,7 +220,15 @@ def _decode_block(builder: Any, spec: dict[str, Any], plan: Callable[..., Any] |
                "_record": rec, "ok": ok}
         if "_enabled" in row:  # as `process` carries it (enable_rate < 1)
             out["_enabled"] = row["_enabled"]
+        if wspec is not None:
+            out[WRITTEN] = tf.zeros(tf.shape(local), tf.bool)
         return out
+
+    def finished(images: tf.Tensor, label: tf.Tensor, local: tf.Tensor,
+                 row: dict[str, tf.Tensor]) -> tf.Tensor:
+        if wspec is None:
+            return images
+        return _finish_rows(builder, images, label, local, row.get("_enabled"))
 
     @tf.autograph.experimental.do_not_convert
     def fast(local: tf.Tensor, shard: tf.Tensor, rec: tf.Tensor, serialized: tf.Tensor
@@ -177,8 +251,16 @@ def _decode_block(builder: Any, spec: dict[str, Any], plan: Callable[..., Any] |
             mode = tf.fill([n], tf.constant(EVAL, tf.int32))
             flip = tf.zeros([n], tf.bool)
             draws = tf.zeros([n, 4, 1], tf.float32)  # ignored by mode 2
+        write_out = None
+        if wspec is not None:
+            params, apply, enabled = _row_inputs(builder, wspec, local, row)
+            write_out = native_jpeg.WriteOut(
+                ops=wspec["ops"], gated=wspec["gated"], float_out=wspec["float_out"],
+                mean=wspec["mean"], std=wspec["std"], params=params, apply=apply,
+                enabled=enabled)
         images, status, _ = native_jpeg.decode_crop_resize_block(
-            encoded, draws, mode, flip, size, ratio, s.channels, s.dct_scaling, crop_fraction)
+            encoded, draws, mode, flip, size, ratio, s.channels, s.dct_scaling, crop_fraction,
+            write_out)
         other = tf.equal(status, NOT_JPEG)
 
         def redo() -> tuple[tf.Tensor, ...]:
@@ -186,7 +268,9 @@ def _decode_block(builder: Any, spec: dict[str, Any], plan: Callable[..., Any] |
             at = tf.where(other)[:, 0]
             got = _per_row(builder, tf.nest.map_structure(lambda t: tf.gather(t, at), elems))
             pos = at[:, None]
-            return (tf.tensor_scatter_nd_update(images, pos, got["image"]),
+            sub = {k: tf.gather(v, at) for k, v in row.items()}
+            fixed = finished(got["image"], got["label"], tf.gather(local, at), sub)
+            return (tf.tensor_scatter_nd_update(images, pos, fixed),
                     tf.tensor_scatter_nd_update(label, pos, got["label"]),
                     tf.tensor_scatter_nd_update(tf.equal(status, OK), pos, got["ok"]))
 
@@ -199,7 +283,8 @@ def _decode_block(builder: Any, spec: dict[str, Any], plan: Callable[..., Any] |
              ) -> dict[str, tf.Tensor]:
         elems, row = rows_of(local, shard, rec, serialized)
         got = _per_row(builder, elems)
-        return finish(local, shard, rec, got["image"], got["label"], got["ok"], row)
+        image = finished(got["image"], got["label"], local, row)
+        return finish(local, shard, rec, image, got["label"], got["ok"], row)
 
     return fast, slow
 
@@ -247,17 +332,21 @@ def _report(files: list[str], policy: str) -> Callable[[dict[str, tf.Tensor]], A
 def batches(ds: tf.data.Dataset, builder: Any, parse_spec: Callable[..., Any] | None,
             files: list[str],
             policy: str, parallel: int, deterministic: bool, train: bool, drop_remainder: bool,
-            cache: Callable[[tf.data.Dataset], tf.data.Dataset] | None = None
-            ) -> tf.data.Dataset:
+            cache: Callable[[tf.data.Dataset], tf.data.Dataset] | None = None,
+            write_out: bool = True) -> tf.data.Dataset:
     """`(local, (shard, record, serialized))` elements (after enumerate and the
     resume skip) -> uint8 batches {image, label, _local[, _enabled]}: what
     `guarded_map` + batch + after_batch give for the same records. `cache`
-    (eval) is applied to the reported blocks, before they are rebatched."""
+    (eval) is applied to the reported blocks, before they are rebatched.
+    `write_out` (where `write_out_spec` allows it): the images leave finished
+    (L3 + normalize, float32 or uint8) with `_written`, which `compose` then
+    skips; off where the batches are shipped before compose (tf.data service)."""
     s = builder.s
     spec = _spec(parse_spec)
     assert spec is not None, "block path taken for an ineligible pipeline"
     plan = builder.plan if train and builder.augmenting else None
-    fast, slow = _decode_block(builder, spec, plan, train)
+    wspec = write_out_spec(builder, train) if write_out and _WRITE_OUT_ON else None
+    fast, slow = _decode_block(builder, spec, plan, train, wspec)
 
     @tf.autograph.experimental.do_not_convert
     def isolated(local: tf.Tensor, elem: tuple[tf.Tensor, ...]) -> tf.data.Dataset:

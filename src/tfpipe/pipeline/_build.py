@@ -258,7 +258,8 @@ def _assemble(s: Settings, split: str, epoch: int | tf.Tensor, worker: tuple[int
         ds = _block.batches(ds, builder, src.parse_spec, files, s.on_error, npc,
                             s.deterministic, train, drop, None if train else (
                                 lambda d: _block.cache_blocks(d, s.cache, lambda: _cache_path(
-                                    s, split, files, (wi, wc), "decoded"))))
+                                    s, split, files, (wi, wc), "decoded"))),
+                            write_out=index is None)  # (service: uint8 batches travel)
     else:
         ds, after_batch = isolate(ds, builder.process, builder.sentinel, files, s.on_error, npc,
                                   s.deterministic, plan)
