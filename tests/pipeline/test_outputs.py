@@ -19,7 +19,7 @@ from .bad_data import BAD, write_bad_dataset
 from .conftest import CLASSES, NUM, base_config
 from .helpers import by_index
 
-# one xdist worker builds the module fixtures (records, geometry_only, eval_u8) once
+# one xdist worker builds the module fixtures (records, geometry_only, eval_u8, bad_val_u8) once
 pytestmark = pytest.mark.xdist_group("pipeline-outputs")
 
 MEAN, STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
@@ -167,6 +167,14 @@ def bad_data(tmp_path_factory, images) -> str:
     return write_bad_dataset(tmp_path_factory.mktemp("bad-gate"), images)
 
 
+@pytest.fixture(scope="module")
+def bad_val_u8(bad_data):
+    """The uint8 eval rendering of bad_data by index: the same for both parameters of
+    the gating test (it does not depend on `deterministic`), so built once."""
+    return by_index(build_pipeline(base_config(bad_data, **{"data.output_dtype": "uint8"}),
+                                   split="validation", keep_index=True))
+
+
 def _planned_enabled(g: int, rate: float = 0.5, batch: int = 8) -> bool:
     """The enable coin of the batch sample g was planned in (docs/pipeline.md, Seeds)."""
     es = seeds.epoch_seed(seeds.global_seed(3), 0)
@@ -178,7 +186,7 @@ def _delivered(ds) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
 
 
 @pytest.mark.parametrize("deterministic", [True, False])
-def test_enable_rate_gates_every_stage_per_sample(bad_data, deterministic):
+def test_enable_rate_gates_every_stage_per_sample(bad_data, bad_val_u8, deterministic):
     """Bad records shift samples into other batches than planned (and
     deterministic: false reorders them): every sample still follows its own
     decision in L2 AND L3 -- a plain one is exactly the eval rendering, an
@@ -187,8 +195,7 @@ def test_enable_rate_gates_every_stage_per_sample(bad_data, deterministic):
             "data.output_dtype": "uint8", "pipeline.deterministic": deterministic,
             "pipeline.drop_remainder": False}
     got = _delivered(build_pipeline(base_config(bad_data, **over), keep_index=True))
-    val = by_index(build_pipeline(base_config(bad_data, **{"data.output_dtype": "uint8"}),
-                                  split="validation", keep_index=True))
+    val = bad_val_u8
     assert sum(len(i) for i, _, _ in got) == NUM - len(BAD) == len(val)
     mixed = 0
     for index, images, _ in got:
