@@ -19,7 +19,8 @@ from .bad_data import BAD, write_bad_dataset
 from .conftest import CLASSES, NUM, base_config
 from .helpers import by_index
 
-# one xdist worker builds the module fixtures (records, geometry_only, eval_u8, bad_val_u8) once
+# one xdist worker builds the module fixtures (records, geometry_only, eval_u8, bad_val_u8,
+# f32_supervised) once
 pytestmark = pytest.mark.xdist_group("pipeline-outputs")
 
 MEAN, STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
@@ -131,10 +132,18 @@ def test_eval_is_deterministic_center_crop_uint8(dataset, records, eval_u8):
         assert diff.mean() < 1.5 and np.percentile(diff, 99) <= 8, f"sample {g}: {diff.mean()}"
 
 
-def test_as_supervised_and_float_range(dataset):
+@pytest.fixture(scope="module")
+def f32_supervised(dataset):
+    """(element_spec, first image batch, first label batch) of the float32 train
+    pipeline with as_supervised=True: read by two tests, built once."""
     ds = build_pipeline(base_config(dataset), as_supervised=True)
-    assert isinstance(ds.element_spec, tuple)
     x, y = next(iter(ds))
+    return ds.element_spec, x, y
+
+
+def test_as_supervised_and_float_range(f32_supervised):
+    spec, x, y = f32_supervised
+    assert isinstance(spec, tuple)
     assert x.shape == (8, 32, 32, 3) and x.dtype == tf.float32
     assert y.dtype == tf.int64 and set(y.numpy()) <= set(range(CLASSES))
     lo = (0 - np.array(MEAN)) / np.array(STD)
@@ -142,11 +151,10 @@ def test_as_supervised_and_float_range(dataset):
     assert np.all(x.numpy() >= lo - 1e-5) and np.all(x.numpy() <= hi + 1e-5)
 
 
-def test_uint8_train_output_then_normalize_layer(dataset):
+def test_uint8_train_output_then_normalize_layer(dataset, f32_supervised):
     cfg = base_config(dataset, **{"data.output_dtype": "uint8"})
-    f32 = base_config(dataset)
     u8 = next(iter(build_pipeline(cfg)))["image"]
-    fl = next(iter(build_pipeline(f32)))["image"]
+    fl = f32_supervised[1]  # the float32 pipeline's first batch (as_supervised: the same images)
     assert u8.dtype == tf.uint8
     # uint8 runs L3 on uint8 (rounded per op), float32 in float: within rounding
     norm = color.Normalize(MEAN, STD)(u8).numpy()
