@@ -14,11 +14,6 @@ outputs start off a 32-byte boundary (the streaming stores' head loop).
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-import textwrap
-
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -126,30 +121,23 @@ def _oracle(case: dict) -> np.ndarray:
     return (y - np.array(mean)) / np.array(std)
 
 
-_BASELINE = textwrap.dedent("""
-    import sys
-    import numpy as np
-    sys.path.insert(0, sys.argv[1])  # tests/: this file as native.test_pixel_isa
-    from native import test_pixel_isa as t
+def baseline_outputs() -> dict[str, np.ndarray]:
+    """The cases' outputs in this process: run by conftest's `baseline_isa` child
+    (TFPIPE_NATIVE_ISA=baseline)."""
     from tfpipe.native import pixel
+
     assert pixel.available()
-    np.savez(sys.argv[2], *[t._native(case) for case in t._cases()])
-""")
+    return {f"pixel{i}": _native(case) for i, case in enumerate(_cases())}
 
 
 @pytest.fixture(scope="module")
-def baseline(tmp_path_factory) -> list[np.ndarray]:
+def baseline(baseline_isa) -> list[np.ndarray]:
     """The cases' outputs from one fresh process with TFPIPE_NATIVE_ISA=baseline."""
-    out = tmp_path_factory.mktemp("isa") / "baseline.npz"
-    env = dict(os.environ, TFPIPE_NATIVE_ISA="baseline", TF_CPP_MIN_LOG_LEVEL="2")
-    proc = subprocess.run([sys.executable, "-c", _BASELINE,
-                           os.path.dirname(os.path.dirname(os.path.abspath(__file__))), str(out)],
-                          env=env, capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    with np.load(out) as z:
-        return [z[f"arr_{i}"] for i in range(len(z.files))]
+    return [baseline_isa[f"pixel{i}"] for i in range(sum(k.startswith("pixel")
+                                                         for k in baseline_isa))]
 
 
+@pytest.mark.xdist_group("baseline-isa")  # one worker: one baseline_isa child
 @needs_native
 @pytest.mark.slow
 def test_avx_and_baseline_loops_same_bytes_as_twin_and_oracle(baseline):

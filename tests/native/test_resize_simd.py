@@ -11,12 +11,6 @@ exact .5 ties (round half to even) and 0/255 stripes (saturating packs).
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
-from pathlib import Path
-
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -64,8 +58,8 @@ def _oracle(image: np.ndarray, size: tuple[int, int], flip: bool) -> np.ndarray:
     return (tf.reverse(out, [1]) if flip else out).numpy()
 
 
-@pytest.fixture(scope="module")
-def cases() -> list[tuple[np.ndarray, tuple[int, int], bool, np.ndarray]]:
+def _inputs() -> list[tuple[np.ndarray, tuple[int, int], bool]]:
+    """(image, output size, flip) of every case (deterministic: the child rebuilds them)."""
     from tfpipe.sample_data import source_photos
 
     photos = [np.asarray(p) for p in source_photos().values() if np.asarray(p).ndim == 3]
@@ -73,8 +67,13 @@ def cases() -> list[tuple[np.ndarray, tuple[int, int], bool, np.ndarray]]:
     for i, (ih, iw, c, oh, ow, flip) in enumerate(_CASES):
         image = _image(photos, i, ih, iw, c)
         assert image.shape == (ih, iw, c)
-        out.append((image, (oh, ow), flip, _oracle(image, (oh, ow), flip)))
+        out.append((image, (oh, ow), flip))
     return out
+
+
+@pytest.fixture(scope="module")
+def cases() -> list[tuple[np.ndarray, tuple[int, int], bool, np.ndarray]]:
+    return [(image, size, flip, _oracle(image, size, flip)) for image, size, flip in _inputs()]
 
 
 def _diff(got: np.ndarray, want: np.ndarray, image: np.ndarray, size, flip) -> str:
@@ -90,31 +89,17 @@ def test_simd_edges_equal_tf_in_process(cases):
         assert np.array_equal(got, want), _diff(got, want, image, size, flip)
 
 
-_CHILD = """
-import json, sys
-import numpy as np
-from tfpipe import native
-assert native.available(), native.status()
-data = np.load(sys.argv[1])
-meta = json.loads(sys.argv[2])
-out = {}
-for i, (size, flip) in enumerate(meta):
-    out[f"o{i}"] = native.resize_bilinear_u8(data[f"i{i}"], tuple(size), flip=flip).numpy()
-np.savez(sys.argv[3], **out)
-"""
+def baseline_outputs() -> dict[str, np.ndarray]:
+    """The native resize of every case in this process: run by conftest's
+    `baseline_isa` child (TFPIPE_NATIVE_ISA=baseline)."""
+    return {f"resize{i}": native.resize_bilinear_u8(image, size, flip=flip).numpy()
+            for i, (image, size, flip) in enumerate(_inputs())}
 
 
-def test_simd_edges_equal_tf_on_the_baseline_isa(cases, tmp_path):
-    np.savez(tmp_path / "in.npz", **{f"i{i}": c[0] for i, c in enumerate(cases)})
-    meta = json.dumps([[list(c[1]), c[2]] for c in cases])
-    env = {k: v for k, v in os.environ.items() if k not in ("TFPIPE_NATIVE",)}
-    env.update(TFPIPE_NATIVE_ISA="baseline", TFPIPE_NATIVE_BUILD="0", TF_CPP_MIN_LOG_LEVEL="2",
-               PYTHONPATH=os.pathsep.join([str(Path(native.__file__).parents[2]),
-                                           env.get("PYTHONPATH", "")]))
-    proc = subprocess.run([sys.executable, "-c", _CHILD, str(tmp_path / "in.npz"), meta,
-                           str(tmp_path / "out.npz")], env=env, capture_output=True, text=True,
-                          timeout=240)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    got = np.load(tmp_path / "out.npz")
+@pytest.mark.xdist_group("baseline-isa")  # one worker: one baseline_isa child
+def test_simd_edges_equal_tf_on_the_baseline_isa(cases, baseline_isa):
+    got = {k: v for k, v in baseline_isa.items() if k.startswith("resize")}
+    assert len(got) == len(cases)
     for i, (image, size, flip, want) in enumerate(cases):
-        assert np.array_equal(got[f"o{i}"], want), _diff(got[f"o{i}"], want, image, size, flip)
+        assert np.array_equal(got[f"resize{i}"], want), _diff(got[f"resize{i}"], want, image,
+                                                               size, flip)

@@ -19,7 +19,8 @@ from .bad_data import BAD, write_bad_dataset
 from .conftest import CLASSES, NUM, base_config
 from .helpers import by_index
 
-# one xdist worker builds the module fixtures (records, geometry_only, eval_u8) once
+# one xdist worker builds the module fixtures (records, geometry_only, eval_u8, bad_val_u8,
+# f32_supervised) once
 pytestmark = pytest.mark.xdist_group("pipeline-outputs")
 
 MEAN, STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
@@ -131,10 +132,18 @@ def test_eval_is_deterministic_center_crop_uint8(dataset, records, eval_u8):
         assert diff.mean() < 1.5 and np.percentile(diff, 99) <= 8, f"sample {g}: {diff.mean()}"
 
 
-def test_as_supervised_and_float_range(dataset):
+@pytest.fixture(scope="module")
+def f32_supervised(dataset):
+    """(element_spec, first image batch, first label batch) of the float32 train
+    pipeline with as_supervised=True: read by two tests, built once."""
     ds = build_pipeline(base_config(dataset), as_supervised=True)
-    assert isinstance(ds.element_spec, tuple)
     x, y = next(iter(ds))
+    return ds.element_spec, x, y
+
+
+def test_as_supervised_and_float_range(f32_supervised):
+    spec, x, y = f32_supervised
+    assert isinstance(spec, tuple)
     assert x.shape == (8, 32, 32, 3) and x.dtype == tf.float32
     assert y.dtype == tf.int64 and set(y.numpy()) <= set(range(CLASSES))
     lo = (0 - np.array(MEAN)) / np.array(STD)
@@ -142,11 +151,10 @@ def test_as_supervised_and_float_range(dataset):
     assert np.all(x.numpy() >= lo - 1e-5) and np.all(x.numpy() <= hi + 1e-5)
 
 
-def test_uint8_train_output_then_normalize_layer(dataset):
+def test_uint8_train_output_then_normalize_layer(dataset, f32_supervised):
     cfg = base_config(dataset, **{"data.output_dtype": "uint8"})
-    f32 = base_config(dataset)
     u8 = next(iter(build_pipeline(cfg)))["image"]
-    fl = next(iter(build_pipeline(f32)))["image"]
+    fl = f32_supervised[1]  # the float32 pipeline's first batch (as_supervised: the same images)
     assert u8.dtype == tf.uint8
     # uint8 runs L3 on uint8 (rounded per op), float32 in float: within rounding
     norm = color.Normalize(MEAN, STD)(u8).numpy()
@@ -167,6 +175,14 @@ def bad_data(tmp_path_factory, images) -> str:
     return write_bad_dataset(tmp_path_factory.mktemp("bad-gate"), images)
 
 
+@pytest.fixture(scope="module")
+def bad_val_u8(bad_data):
+    """The uint8 eval rendering of bad_data by index: the same for both parameters of
+    the gating test (it does not depend on `deterministic`), so built once."""
+    return by_index(build_pipeline(base_config(bad_data, **{"data.output_dtype": "uint8"}),
+                                   split="validation", keep_index=True))
+
+
 def _planned_enabled(g: int, rate: float = 0.5, batch: int = 8) -> bool:
     """The enable coin of the batch sample g was planned in (docs/pipeline.md, Seeds)."""
     es = seeds.epoch_seed(seeds.global_seed(3), 0)
@@ -178,7 +194,7 @@ def _delivered(ds) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
 
 
 @pytest.mark.parametrize("deterministic", [True, False])
-def test_enable_rate_gates_every_stage_per_sample(bad_data, deterministic):
+def test_enable_rate_gates_every_stage_per_sample(bad_data, bad_val_u8, deterministic):
     """Bad records shift samples into other batches than planned (and
     deterministic: false reorders them): every sample still follows its own
     decision in L2 AND L3 -- a plain one is exactly the eval rendering, an
@@ -187,8 +203,7 @@ def test_enable_rate_gates_every_stage_per_sample(bad_data, deterministic):
             "data.output_dtype": "uint8", "pipeline.deterministic": deterministic,
             "pipeline.drop_remainder": False}
     got = _delivered(build_pipeline(base_config(bad_data, **over), keep_index=True))
-    val = by_index(build_pipeline(base_config(bad_data, **{"data.output_dtype": "uint8"}),
-                                  split="validation", keep_index=True))
+    val = bad_val_u8
     assert sum(len(i) for i, _, _ in got) == NUM - len(BAD) == len(val)
     mixed = 0
     for index, images, _ in got:
