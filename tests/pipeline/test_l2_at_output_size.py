@@ -24,6 +24,9 @@ def test_pad_and_crop_shifts_by_output_pixels(tmp_path) -> None:
     enc = sample_data.encode(src, "jpeg")
     write_shards(tmp_path, "train", [_example(enc, "jpeg", i % 4) for i in range(8)], 1)
     cfg = base_config(str(tmp_path / "train-*.tfrecord"), **{
+        # full-size decode, as the reference below (70x90 for 32x32 would be
+        # DCT-scaled by 1/2: tests/pipeline/test_whole_image_dct.py)
+        "data.dct_scaling": False,
         "data.output_dtype": "uint8", "pipeline.batch_size": 8, "pipeline.shuffle_buffer": 8,
         "augment.geometry": {"pad_and_crop": {"padding": PAD, "fill_mode": "constant"}},
         "augment.pixel": {}})

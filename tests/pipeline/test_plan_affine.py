@@ -20,7 +20,10 @@ AFFINE = {"rotation": 20.0, "scale": [0.8, 1.2], "per_axis_scale": True, "shear"
 
 
 def _classify(path: str, geometry: dict, size=(32, 32)) -> Classify:
-    cfg = base_config(path, **{"augment.geometry": geometry, "data.image_size": list(size)})
+    # full-size whole-image decode, the L1 of the oracle below (`decode_full` +
+    # `resize_uint8`); the DCT-scaled one is tests/pipeline/test_whole_image_dct.py's
+    cfg = base_config(path, **{"augment.geometry": geometry, "data.image_size": list(size),
+                               "data.dct_scaling": False})
     es = seeds.epoch_seed(seeds.global_seed(3), 1)
     return Classify(settings(cfg), es, 0, 1, lambda x: {}, train=True)
 
