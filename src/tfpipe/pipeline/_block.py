@@ -31,6 +31,7 @@ path, for comparisons.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 from typing import Any, Callable, Iterator
 
@@ -112,14 +113,17 @@ def _ratio(op: Any) -> tuple[float, float]:
 WRITTEN = "_written"  # a block whose rows the op's write-out finished (compose skips L3)
 
 
-def write_out_spec(builder: Any, train: bool) -> dict[str, Any] | None:
+def write_out_spec(builder: Any, train: bool) -> Any:
     """What `compose` would still do to each row of a block, when the block op can
     do it in its write-out instead (native `WriteOut`: the colour chain + normalize
     of each decoded row while it is in cache): a train pipeline on the host
     (`pixel_stage: host`), no L4 op (mixup / cutmix mix rows), and an L3 chain
     `TfpipePixelChain` runs (brightness, contrast, saturation) or none; with uint8
-    output and no L3 there is nothing to write out. None: the block stays uint8.
-    {ops, gated, float_out, mean, std, chain}: `chain` whether enabled rows run L3."""
+    output and no L3 there is nothing to write out. None: the block stays uint8;
+    else a `native.jpeg.WriteOut` without its per-block tensors (enabled rows run
+    L3 where it has ops)."""
+    from tfpipe.native import jpeg as native_jpeg
+
     s = builder.s
     if not train or builder.device or builder.batch_ops:
         return None
@@ -134,12 +138,12 @@ def write_out_spec(builder: Any, train: bool) -> dict[str, Any] | None:
         ops, gated = (), ()
     else:
         return None
-    return {"ops": ops, "gated": gated, "float_out": float_out,
-            "mean": tuple(float(v) for v in s.mean), "std": tuple(float(v) for v in s.std),
-            "chain": bool(ops)}
+    return native_jpeg.WriteOut(ops=ops, gated=gated, float_out=float_out,
+                                mean=tuple(float(v) for v in s.mean),
+                                std=tuple(float(v) for v in s.std))
 
 
-def _row_inputs(builder: Any, spec: dict[str, Any], local: tf.Tensor,
+def _row_inputs(builder: Any, spec: Any, local: tf.Tensor,
                 row: dict[str, tf.Tensor]) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
     """(params, apply, enabled) of a block's rows for the write-out: the L3 draws
     `BatchStage.pixel_inputs` makes from the same local indices, and which rows run
@@ -147,8 +151,8 @@ def _row_inputs(builder: Any, spec: dict[str, Any], local: tf.Tensor,
     `_enabled` ones with it, none without L3 (then every row is the plain
     rendering, `normalize` of the levels)."""
     n = tf.shape(local)[0]
-    k = len(spec["ops"])
-    if not spec["chain"]:
+    k = len(spec.ops)
+    if not spec.ops:
         return tf.zeros([n, 0], tf.float32), tf.zeros([n, 0], tf.bool), tf.zeros([n], tf.bool)
     inputs = builder.batch_stage.pixel_inputs({"_local": local})
     params = tf.reshape(inputs["_pparams"], [n, k])
@@ -191,7 +195,7 @@ def _per_row(builder: Any, elems: tuple[Any, ...]) -> dict[str, tf.Tensor]:
 
 
 def _decode_block(builder: Any, spec: dict[str, Any], plan: Callable[..., Any] | None,
-                  train: bool, wspec: dict[str, Any] | None = None
+                  train: bool, wspec: Any = None
                   ) -> tuple[Callable[..., Any], Callable[..., Any]]:
     """(fast, slow) block functions of (local, shard, record, serialized) vectors
     -> {image, label, _local, _shard, _record, ok[, _enabled][, _written]}. `slow`
@@ -254,10 +258,8 @@ def _decode_block(builder: Any, spec: dict[str, Any], plan: Callable[..., Any] |
         write_out = None
         if wspec is not None:
             params, apply, enabled = _row_inputs(builder, wspec, local, row)
-            write_out = native_jpeg.WriteOut(
-                ops=wspec["ops"], gated=wspec["gated"], float_out=wspec["float_out"],
-                mean=wspec["mean"], std=wspec["std"], params=params, apply=apply,
-                enabled=enabled)
+            write_out = dataclasses.replace(wspec, params=params, apply=apply,
+                                            enabled=enabled)
         images, status, _ = native_jpeg.decode_crop_resize_block(
             encoded, draws, mode, flip, size, ratio, s.channels, s.dct_scaling, crop_fraction,
             write_out)
