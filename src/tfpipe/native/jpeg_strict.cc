@@ -26,6 +26,7 @@
 
 #include <dlfcn.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <functional>
@@ -124,11 +125,28 @@ UncompressFn LookupUncompress(std::string* why) {
   return fn;
 }
 
+// What the marker walk saw of the frame and its scans (ScanJpegStructure's
+// optional output): enough to know the iMCU column width libjpeg-turbo aligns
+// a crop to (CropAlign).
+struct JpegFrame {
+  int sof = -1;         // the SOFn marker's n (0 baseline, 1 extended, 2 progressive, ...); -1 none
+  int frames = 0;       // SOF markers seen
+  int precision = 0;    // sample bits
+  int components = 0;   // Nf
+  int max_h = 0;        // the largest horizontal sampling factor; 0 if any is not 1..4
+  int scans = 0;        // SOS markers seen
+  int first_scan_components = 0;  // Ns of the first SOS
+};
+
 // Walks the marker segments of a JPEG file and the entropy-coded data after
 // each SOS. Returns "" when the structure is intact, else what is wrong.
 // Only the structure is checked (no Huffman decoding), so it costs one pass
-// over the bytes looking for 0xFF.
-std::string ScanJpegStructure(const uint8_t* d, size_t n) {
+// over the bytes looking for 0xFF. `frame` (optional) receives the SOF / SOS
+// facts the walk passes anyway.
+std::string ScanJpegStructure(const uint8_t* d, size_t n, JpegFrame* frame = nullptr) {
+  JpegFrame unused;
+  JpegFrame& f = frame != nullptr ? *frame : unused;
+  f = JpegFrame();
   if (n < 4 || d[0] != 0xFF || d[1] != 0xD8) return "no SOI marker at the start";
   size_t p = 2;
   int restart_interval = 0;
@@ -154,6 +172,23 @@ std::string ScanJpegStructure(const uint8_t* d, size_t n) {
     const size_t len = (static_cast<size_t>(d[p]) << 8) | d[p + 1];
     if (len < 2 || p + len > n) return "segment length runs past the end of the file (truncated)";
     if (m == 0xDD && len >= 4) restart_interval = (d[p + 2] << 8) | d[p + 3];  // DRI
+    // SOFn (C0..CF but DHT C4, JPG C8, DAC CC): P, Y, X, Nf, then Nf x (C, HV, Tq)
+    if (m >= 0xC0 && m <= 0xCF && m != 0xC4 && m != 0xC8 && m != 0xCC) {
+      if (++f.frames == 1 && len >= 8) {
+        f.sof = m - 0xC0;
+        f.precision = d[p + 2];
+        f.components = d[p + 7];
+        f.max_h = 0;
+        if (len >= 8 + 3 * static_cast<size_t>(f.components)) {
+          for (int c = 0; c < f.components; ++c) {
+            const int h = d[p + 8 + 3 * c + 1] >> 4;
+            if (h < 1 || h > 4) { f.max_h = 0; break; }
+            f.max_h = std::max(f.max_h, h);
+          }
+        }
+      }
+    }
+    if (m == 0xDA && len >= 3 && ++f.scans == 1) f.first_scan_components = d[p + 2];
     p += len;
     if (m != 0xDA) continue;  // not SOS
     seen_scan = true;
@@ -188,6 +223,48 @@ std::string ScanJpegStructure(const uint8_t* d, size_t n) {
       break;
     }
   }
+}
+
+// The iMCU column width (in pixels of the 1/r-scaled image) that libjpeg-
+// turbo's jpeg_crop_scanline moves a crop's left edge down to, or 0 where this
+// code does not vouch for it. jdapistd.c: align = _min_DCT_scaled_size, times
+// max_h_samp_factor unless comps_in_scan == 1 && num_components == 1; at
+// scale 1/r (r in {1, 2, 4, 8}, TF's scale_num = 1, scale_denom = r)
+// jdmaster.c's jpeg_core_output_dimensions sets _min_DCT_scaled_size = 8 / r.
+// Vouched for only where the whole image is one scan read before the crop is
+// set: baseline / extended sequential Huffman (SOF0 / SOF1), 8-bit, one frame,
+// one SOS holding every component, 1 (gray) or 3 (YCbCr / RGB) components.
+// Progressive, multi-scan, arithmetic, lossless, 12-bit, CMYK: 0.
+int CropAlign(const JpegFrame& f, int r) {
+  if (f.sof != 0 && f.sof != 1) return 0;
+  if (f.frames != 1 || f.precision != 8 || f.scans != 1) return 0;
+  if (f.components != 1 && f.components != 3) return 0;
+  if (f.first_scan_components != f.components || f.max_h == 0) return 0;
+  if (r != 1 && r != 2 && r != 4 && r != 8) return 0;
+  return (8 / r) * (f.components == 1 ? 1 : f.max_h);
+}
+
+// Widens the (already 1/r-scaled) crop in `flags` to the left edge libjpeg
+// would decode from anyway, x_a = floor(x / align) * align, keeping the right
+// edge, and returns the shift x - x_a (0: flags unchanged). Given that
+// request jpeg_crop_scanline keeps it as is and computes exactly the state it
+// computes for the original one (first / last iMCU column, output_width,
+// downsampled widths are functions of x_a and the right edge only), so the
+// decoded columns are the same bytes; and as cinfo.output_width now equals
+// the requested width, TF's UncompressLow decodes each row straight into the
+// caller's buffer instead of into a temporary row it then memcpy's shifted.
+// Not done where the widened window would be the whole width (scaled_w) and
+// the original was not: jpeg_crop_scanline returns early for a full-width
+// request, without its crop set-up, which is not provably the same state.
+int64_t AlignCropLeft(int align, int64_t scaled_w, jpeg::UncompressFlags* flags) {
+  if (align <= 0) return 0;
+  const int64_t x = flags->crop_x, w = flags->crop_width;
+  const int64_t xa = (x / align) * align;
+  if (xa == x) return 0;
+  if (xa == 0 && x + w == scaled_w) return 0;  // would be full width; the original was not
+  flags->crop_x = static_cast<int>(xa);
+  flags->crop_width = static_cast<int>(w + (x - xa));
+  return x - xa;
 }
 
 class DecodeJpegStrictOp : public OpKernel {

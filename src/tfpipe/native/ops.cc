@@ -273,13 +273,18 @@ RowXFn PickRowX() {
 // uint8 [in_h, in_w, channels] -> uint8 [out_h, out_w, channels] (dst), the
 // TfpipeResizeBilinearU8 definition (header comment); flip mirrors the output
 // columns. Also window_decode.cc's resize (one translation unit, see build.py).
+// src_stride: elements from one source row to the next (0: in_w * channels),
+// so the source may be a column range of a wider image (window_decode.cc reads
+// its window out of the iMCU-aligned decode).
 void ResizeBilinearU8Into(const uint8_t* src, int64_t in_h, int64_t in_w, int64_t channels,
-                          int64_t out_h, int64_t out_w, bool flip, uint8_t* dst) {
+                          int64_t out_h, int64_t out_w, bool flip, uint8_t* dst,
+                          int64_t src_stride = 0) {
   std::vector<Interp> xw, ys;
   Weights(out_w, in_w, &xw);
   Weights(out_h, in_h, &ys);
   if (flip) std::reverse(xw.begin(), xw.end());  // output column x <- source of W-1-x
   const int64_t row_in = in_w * channels, row_out = out_w * channels;
+  const int64_t src_row = src_stride > 0 ? src_stride : row_in;
 
   // One allocation per call: the taps, the widened source row and two cached
   // x-interpolated rows (each with kPad floats of slack, zeroed so the spare
@@ -327,7 +332,7 @@ void ResizeBilinearU8Into(const uint8_t* src, int64_t in_h, int64_t in_w, int64_
     if (have[0] == y) return rows[0];
     if (have[1] == y) return rows[1];
     const int slot = have[0] == other ? 1 : 0;
-    row_x(src + y * row_in, taps, wide, rows[slot]);
+    row_x(src + y * src_row, taps, wide, rows[slot]);
     have[slot] = y;
     return rows[slot];
   };

@@ -14,6 +14,14 @@
 //     flags and its DctRatio mapping (jpeg_strict.cc);
 //   - the resize: ResizeBilinearU8Into (ops.cc, = tf.image.resize bilinear,
 //     rounded and saturated), with the flip folded into the x taps.
+// One departure from the strict op's call, which changes no byte: where the
+// marker walk shows a single-scan sequential JPEG, Uncompress is asked for the
+// window widened left to the iMCU column libjpeg decodes from anyway
+// (CropAlign / AlignCropLeft, jpeg_strict.cc), so TF decodes each row straight
+// into the scratch buffer instead of into a temporary row plus a shifted
+// memcpy, and the resize reads the window out of the wider rows (offset +
+// stride). TFPIPE_ALIGNED_CROP=0 (read when a kernel is constructed) asks for
+// the window itself, as before: for benchmarks and the equality test.
 // Those helpers live in the other sources' anonymous namespaces: the build
 // compiles every source as ONE translation unit in name order
 // (tfpipe.native.build), and this file's name sorts after theirs.
@@ -21,6 +29,7 @@
 #include <dlfcn.h>
 
 #include <cstdint>
+#include <cstdlib>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -83,6 +92,13 @@ GetImageInfoFn LookupGetImageInfo() {
   return fn;
 }
 
+// Whether the fused kernels widen a crop to its iMCU column (see the header):
+// on unless TFPIPE_ALIGNED_CROP=0. Read by each kernel's constructor.
+bool AlignedCropFromEnv() {
+  const char* v = std::getenv("TFPIPE_ALIGNED_CROP");
+  return v == nullptr || std::string(v) != "0";
+}
+
 class DecodeCropResizeOp : public OpKernel {
  public:
   explicit DecodeCropResizeOp(OpKernelConstruction* ctx) : OpKernel(ctx) {
@@ -96,6 +112,7 @@ class DecodeCropResizeOp : public OpKernel {
     OP_REQUIRES(ctx, channels_ == 1 || channels_ == 3,
                 errors::InvalidArgument("channels must be 1 or 3, got ", channels_));
     OP_REQUIRES_OK(ctx, ctx->GetAttr("dct_scaling", &dct_));
+    aligned_ = AlignedCropFromEnv();
     std::string why;
     OP_REQUIRES(ctx, LookupUncompress(&why) != nullptr, errors::Unavailable(why));
     OP_REQUIRES(ctx, LookupGetImageInfo() != nullptr,
@@ -109,6 +126,7 @@ class DecodeCropResizeOp : public OpKernel {
   float r_lo_ = 0.0f, r_hi_ = 0.0f;
   int channels_ = 3;
   bool dct_ = true;
+  bool aligned_ = true;
 };
 
 // Where a row's decoded window goes before the resize: a per-thread buffer that
@@ -150,6 +168,7 @@ struct RowSpec {
   float crop_fraction = 0.875f;    // kRowCenter
   int channels = 3;
   bool dct = true;
+  bool aligned = true;  // widen the crop to its iMCU column (AlignedCropFromEnv)
   int64_t out_h = 0, out_w = 0;
 };
 
@@ -218,9 +237,14 @@ Status DecodeCropResizeRow(const tstring& input, const float* draws, int64_t att
   flags.crop_width = win[3];
   const int r = spec.dct ? DctRatio(win[2], win[3], spec.out_h, spec.out_w) : 1;
   if (r > 1) ScaleCropFlags(r, &flags);
+  JpegFrame frame;
   const std::string structure =
-      ScanJpegStructure(reinterpret_cast<const uint8_t*>(input.data()), input.size());
+      ScanJpegStructure(reinterpret_cast<const uint8_t*>(input.data()), input.size(), &frame);
   if (!structure.empty()) return errors::InvalidArgument("damaged JPEG: ", structure);
+  // the window starts `shift` columns into each decoded row (0: not widened)
+  const int64_t scaled_w = (static_cast<int64_t>(w) + r - 1) / r;  // libjpeg's output_width
+  const int64_t shift =
+      spec.aligned ? AlignCropLeft(CropAlign(frame, r), scaled_w, &flags) : 0;
 
   DecodeScratch& scratch = ThreadScratch();
   int64_t crop_h = 0, crop_w = 0, crop_c = 0;
@@ -248,7 +272,9 @@ Status DecodeCropResizeRow(const tstring& input, const float* draws, int64_t att
                                      "\"premature end of data segment\"); the decoded "
                                      "image would be partly gray");
   } else {
-    ResizeBilinearU8Into(buffer, crop_h, crop_w, crop_c, spec.out_h, spec.out_w, flip, out);
+    // the original window: columns [shift, crop_w) of each decoded row
+    ResizeBilinearU8Into(buffer + shift * crop_c, crop_h, crop_w - shift, crop_c, spec.out_h,
+                         spec.out_w, flip, out, crop_w * crop_c);
   }
   scratch.Trim();
   return status;
@@ -272,6 +298,7 @@ void DecodeCropResizeOp::Compute(OpKernelContext* ctx) {
   spec.r_hi = r_hi_;
   spec.channels = channels_;
   spec.dct = dct_;
+  spec.aligned = aligned_;
   spec.out_h = size.vec<int32>()(0);
   spec.out_w = size.vec<int32>()(1);
   OP_REQUIRES(ctx, spec.out_h > 0 && spec.out_w > 0,

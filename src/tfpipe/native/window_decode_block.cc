@@ -128,6 +128,7 @@ class DecodeCropResizeBlockOp : public OpKernel {
     OP_REQUIRES(ctx, spec_.channels == 1 || spec_.channels == 3,
                 errors::InvalidArgument("channels must be 1 or 3, got ", spec_.channels));
     OP_REQUIRES_OK(ctx, ctx->GetAttr("dct_scaling", &spec_.dct));
+    spec_.aligned = AlignedCropFromEnv();  // window_decode.cc
     OP_REQUIRES_OK(ctx, ctx->GetAttr("crop_fraction", &spec_.crop_fraction));
     OP_REQUIRES(ctx, spec_.crop_fraction > 0.0f && spec_.crop_fraction <= 1.0f,
                 errors::InvalidArgument("crop_fraction must be in (0, 1], got ",
