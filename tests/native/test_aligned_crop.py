@@ -83,12 +83,13 @@ def windows(r: int, a: int) -> dict[str, tuple[int, int, int, int]]:
     """Case -> full-size window (y, x, h, w) whose 1/r-scaled left edge x // r lies
     where the case says relative to the iMCU column width `a` (scaled pixels)."""
     ch, cw = 96, 140
-    wins = {"aligned": (37, r * 2 * a, ch, cw),
+    # odd multiples of `a`: an align of 2a (a wrong, too coarse one) would move them
+    wins = {"aligned": (37, r * 3 * a, ch, cw),
             "right_edge": (21, W - cw, ch, cw),
             "full_width": (37, 0, ch, W)}
     if a > 1:  # at a = 1 every column is an iMCU boundary
         edge = r * (a // 2)  # inside the first iMCU column
-        wins |= {"unaligned": (37, r * (2 * a + 3), ch, cw),
+        wins |= {"unaligned": (37, r * (3 * a + 1), ch, cw),
                  "first_imcu": (5, r * (a - 1), ch, cw),
                  # the widened request would be the whole width: kept as asked
                  "first_imcu_to_right_edge": (37, edge, ch, W - edge)}
