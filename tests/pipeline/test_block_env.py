@@ -61,7 +61,8 @@ def _has_markers(ds: tf.data.Dataset) -> list[bool]:
     return [m in ops for m in MARKERS]
 
 
-# a fresh TF in the child: ~8 s alone on a quiet 2-core machine, 15-20 s loaded
+# a fresh TF in the child: ~7-8 s estimated on a quiet 2-core machine; 15-32 s measured
+# here at load 2-4 (the child and this process build side by side)
 @pytest.mark.slow
 def test_env_zero_keeps_the_per_element_path(dataset, tmp_path):
     # one shard (19 records), no augmentation, uint8: the cheapest pipeline the block
