@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import statistics
 import sys
 import tempfile
 import time
@@ -35,6 +34,8 @@ from pathlib import Path
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import _harness as H  # noqa: E402 - benchmarks/_harness.py
 
 REF = "decode only (full decode_jpeg, tfpipe threading)"
 RATIO = (3 / 4, 4 / 3)
@@ -130,35 +131,26 @@ def main(argv: list[str] | None = None) -> int:
           flush=True)
     builders = variants(args.data, args.batch)
     names = list(builders)
-    steps: dict[str, int] = {}
-    for name in names:  # equal time per variant, not equal steps (pipeline_bench.py)
-        probe = measure(builders[name](), warmup=args.warmup, steps=3)
-        steps[name] = max(args.steps, round(args.seconds * probe.batches_per_s))
-    rates: dict[str, list[float]] = {n: [] for n in names}
-    ratios: dict[str, list[float]] = {n: [] for n in names}
+
+    def run(name: str, steps: int):
+        return measure(builders[name](), warmup=args.warmup, steps=steps)
+
+    # equal time per variant, not equal steps (_harness.sized_steps, as pipeline_bench.py)
+    steps = H.sized_steps(names, run, args.seconds, args.steps, max_steps=10 * args.steps)
     # process CPU ms per image: less sensitive than images/s to other processes
     # on a shared machine (it includes the thread pools' spinning)
-    cpu_ms: dict[str, list[float]] = {n: [] for n in names}
-    for rnd in range(args.rounds):
-        order = names if rnd % 2 == 0 else list(reversed(names))
-        this_round: dict[str, float] = {}
-        for name in order:
-            r = measure(builders[name](), warmup=args.warmup, steps=steps[name])
-            this_round[name] = r.elements_per_s
-            rates[name].append(r.elements_per_s)
-            cpu_ms[name].append(r.cpu_util * r.available_cpus * 1e3 / r.elements_per_s)
-            print(f"round {rnd + 1}: {name:58s} {r.elements_per_s:8.1f} images/s", flush=True)
-        for name in names:
-            ratios[name].append(this_round[name] / this_round[REF])
+    results = H.alternating_rounds(
+        names, args.rounds, lambda name: run(name, steps[name]),
+        lambda rnd, name, r: f"round {rnd + 1}: {name:58s} {r.elements_per_s:8.1f} images/s")
 
-    print(f"\n| variant | images/s: median (range), {args.rounds} rounds | "
-          "x decode-only: median (range) | CPU ms/image: median (range) |")
-    print("|---|---|---|---|")
+    print()
+    print(H.table_head("variant", f"images/s: median (range), {args.rounds} rounds",
+                       "x decode-only: median (range)", "CPU ms/image: median (range)"))
     for name in names:
-        r, q, c = rates[name], ratios[name], cpu_ms[name]
-        print(f"| {name} | {statistics.median(r):,.0f} ({min(r):,.0f}-{max(r):,.0f}) | "
-              f"{statistics.median(q):.2f} ({min(q):.2f}-{max(q):.2f}) | "
-              f"{statistics.median(c):.2f} ({min(c):.2f}-{max(c):.2f}) |")
+        r = [this[name].elements_per_s for this in results]
+        q = [this[name].elements_per_s / this[REF].elements_per_s for this in results]
+        c = [H.cpu_ms_per_image(this[name]) for this in results]
+        print(f"| {name} | {H.med_range(r, ',.0f')} | {H.med_range(q)} | {H.med_range(c)} |")
     print(f"\ntotal {time.time() - t0:.0f}s")
     if tmp is not None:
         tmp.cleanup()

@@ -42,6 +42,9 @@ from pathlib import Path
 import numpy as np
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import _harness as H  # noqa: E402 - benchmarks/_harness.py
 
 SIZE = 512
 BATCH = 16
@@ -346,9 +349,6 @@ def main(argv: list[str] | None = None) -> int:
           flush=True)
     builders = variants(args.data, max(1, int(cpus)))
     names = list(builders)
-    rates: dict[str, list[float]] = {n: [] for n in names}
-    cpu_ms: dict[str, list[float]] = {n: [] for n in names}  # process CPU time per image
-    rounds: list[dict[str, float]] = []
 
     def run(name: str, steps: int):
         ds, is_tf = builders[name]()
@@ -356,33 +356,26 @@ def main(argv: list[str] | None = None) -> int:
         nbytes = None if is_tf else SIZE * SIZE * 3 * 4 + MAX_BOXES * 4 * 4
         return measure(ds, warmup=args.warmup, steps=steps, repeat=is_tf, element_bytes=nbytes)
 
-    steps = {n: max(args.steps, round(args.seconds * run(n, 3).batches_per_s)) for n in names}
+    # equal time per row, as in pipeline_bench.py (_harness.sized_steps: a 3-step probe
+    # asking for more than 10 x --steps is probed again over that many)
+    steps = H.sized_steps(names, run, args.seconds, args.steps, max_steps=10 * args.steps)
     print("steps per variant:", steps, flush=True)
-    for rnd in range(args.rounds):
-        order = names if rnd % 2 == 0 else list(reversed(names))
-        this: dict[str, float] = {}
-        for name in order:
-            r = run(name, steps[name])
-            this[name] = r.elements_per_s
-            rates[name].append(this[name])
-            cpu_ms[name].append(r.cpu_util * r.wall_s * r.available_cpus / r.elements * 1e3)
-            print(f"round {rnd + 1}: {name:58s} {this[name]:8.1f} images/s "
-                  f"{cpu_ms[name][-1]:6.2f} CPU-ms/image", flush=True)
-        rounds.append(this)
-
-    def rng(values: list[float]) -> str:
-        return f"{statistics.median(values):.2f} ({min(values):.2f}-{max(values):.2f})"
+    results = H.alternating_rounds(
+        names, args.rounds, lambda name: run(name, steps[name]),
+        lambda rnd, name, r: (f"round {rnd + 1}: {name:58s} {r.elements_per_s:8.1f} images/s "
+                              f"{H.cpu_ms_per_image(r):6.2f} CPU-ms/image"))
+    rounds = [{n: r.elements_per_s for n, r in this.items()} for this in results]
+    cpu_ms = {n: [H.cpu_ms_per_image(this[n]) for this in results] for n in names}
+    rng = H.med_range
 
     print()
-    print(f"| variant | images/s: median (range), {args.rounds} rounds | "
-          "x decode-only: median (range) | process CPU ms per image: median (range) |")
-    print("|---|---|---|---|")
+    print(H.table_head("variant", f"images/s: median (range), {args.rounds} rounds",
+                       "x decode-only: median (range)",
+                       "process CPU ms per image: median (range)"))
     for name in names:
-        med = statistics.median(rates[name])
+        rates = [r[name] for r in rounds]
         ratio = [r[name] / r[REF] for r in rounds]
-        c = cpu_ms[name]
-        print(f"| {name} | {med:,.0f} ({min(rates[name]):,.0f}-{max(rates[name]):,.0f}) | "
-              f"{rng(ratio)} | {statistics.median(c):.1f} ({min(c):.1f}-{max(c):.1f}) |")
+        print(f"| {name} | {rng(rates, ',.0f')} | {rng(ratio)} | {rng(cpu_ms[name], '.1f')} |")
     print()
     print(f"mosaic / no mosaic, per round: {rng([r[MOSAIC] / r[NO_MOSAIC] for r in rounds])}"
           f"; by CPU time: {rng([b / a for a, b in zip(cpu_ms[MOSAIC], cpu_ms[NO_MOSAIC])])}")

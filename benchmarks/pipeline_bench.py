@@ -38,13 +38,15 @@ from __future__ import annotations
 
 import argparse
 import os
-import statistics
 import sys
 import tempfile
 import time
 from pathlib import Path
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import _harness as H  # noqa: E402 - benchmarks/_harness.py
 
 
 def make_data(root: Path, images: int, seed: int = 0) -> Path:
@@ -267,48 +269,32 @@ def main(argv: list[str] | None = None) -> int:
     ref = REF
     names = [n for n in builders
              if n == ref or not args.only or any(t in n for t in args.only)]
-    rates: dict[str, list[float]] = {n: [] for n in names}
-    ratios: dict[str, list[float]] = {n: [] for n in names}
+
+    def run(name: str, steps: int):
+        return measure(builders[name](), warmup=args.warmup, steps=steps)
+
+    # Equal time, not equal steps (_harness.sized_steps): a row whose 3-step probe asks
+    # for more than 10 x --steps (steps drawn from the prefetch stock look free) is
+    # probed again over that many.
+    steps = H.sized_steps(names, run, args.seconds, args.steps, max_steps=10 * args.steps)
+    print("steps per variant:", {n: steps[n] for n in names}, flush=True)
     # Process CPU time per image: steadier than images/s on a shared machine, but it
     # misses work done in child processes (the Grain-processes and Pool rows).
-    cpu_ms: dict[str, list[float]] = {n: [] for n in names}
-    # Equal time, not equal steps: a fast variant timed over 20 batches runs for a
-    # fraction of a second and one scheduler hiccup swings it 2x. A short probe
-    # sizes every variant's step count to about --seconds.
-    steps: dict[str, int] = {}
-    for name in names:
-        probe = measure(builders[name](), warmup=args.warmup, steps=3)
-        # The probe's few steps can come from that stock too, so its rate is capped.
-        steps[name] = max(args.steps, min(10 * args.steps,
-                                          round(args.seconds * probe.batches_per_s)))
-    print("steps per variant:", {n: steps[n] for n in names}, flush=True)
-    for rnd in range(args.rounds):
-        # Alternate the order each round so drift does not favour one end of the list.
-        order = names if rnd % 2 == 0 else list(reversed(names))
-        this_round: dict[str, float] = {}
-        for name in order:
-            r = measure(builders[name](), warmup=args.warmup, steps=steps[name])
-            this_round[name] = r.elements_per_s
-            rates[name].append(r.elements_per_s)
-            cpu_ms[name].append(r.cpu_util * r.wall_s * r.available_cpus / r.elements * 1e3)
-            print(f"round {rnd + 1}: {name:62s} {r.elements_per_s:8.1f} images/s "
-                  f"{cpu_ms[name][-1]:6.2f} CPU-ms/image", flush=True)
-        for name in names:
-            ratios[name].append(this_round[name] / this_round[ref])
+    rounds = H.alternating_rounds(
+        names, args.rounds, lambda name: run(name, steps[name]),
+        lambda rnd, name, r: (f"round {rnd + 1}: {name:62s} {r.elements_per_s:8.1f} images/s "
+                              f"{H.cpu_ms_per_image(r):6.2f} CPU-ms/image"))
 
     print()
-    print(f"| variant | images/s: median (range), {args.rounds} rounds | "
-          "x decode-only: median (range) | process CPU ms/image: median (range) |")
-    print("|---|---|---|---|")
+    print(H.table_head("variant", f"images/s: median (range), {args.rounds} rounds",
+                       "x decode-only: median (range)", "process CPU ms/image: median (range)"))
     for name in names:
-        med = statistics.median(rates[name])
-        lo, hi = min(rates[name]), max(rates[name])
-        rlo, rhi = min(ratios[name]), max(ratios[name])
-        rmed = statistics.median(ratios[name])
-        c = cpu_ms[name]
+        rates = [r[name].elements_per_s for r in rounds]
+        ratios = [r[name].elements_per_s / r[ref].elements_per_s for r in rounds]
+        cpu = [H.cpu_ms_per_image(r[name]) for r in rounds]
         child = " (+ child processes, not counted)" if _uses_processes(name) else ""
-        print(f"| {name} | {med:,.0f} ({lo:,.0f}-{hi:,.0f}) | {rmed:.2f} ({rlo:.2f}-{rhi:.2f}) "
-              f"| {statistics.median(c):.2f} ({min(c):.2f}-{max(c):.2f}){child} |")
+        print(f"| {name} | {H.med_range(rates, ',.0f')} | {H.med_range(ratios)} "
+              f"| {H.med_range(cpu)}{child} |")
     print(f"\ntotal {time.time() - t0:.0f}s")
     if tmp is not None:
         tmp.cleanup()

@@ -53,7 +53,9 @@ from pathlib import Path
 from typing import Any, Callable
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import _harness as H  # noqa: E402 - benchmarks/_harness.py
 import numpy as np  # noqa: E402
 
 PRESETS = ("cifar", "imagenet", "medical-ultrasound", "remote-sensing")
@@ -158,7 +160,6 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--work", type=Path, help="where to build the sample data (default: a temp dir)")
     args = p.parse_args(argv)
 
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
     from pipeline_bench import make_data
 
     from tfpipe import native
@@ -175,34 +176,31 @@ def main(argv: list[str] | None = None) -> int:
     print(f"data: {args.data}  cpus: {available_cpus()}  native: {native.available()}", flush=True)
     builders = variants(args.data, args.batch, args.presets)
     rows = [(preset, kind) for preset in args.presets for kind in ("tfpipe", "peer", "decode")]
-    steps = {}
-    for row in rows:  # equal time per row, not equal steps (see pipeline_bench.py)
-        probe = measure(builders[row[0]][row[1]](), warmup=args.warmup, steps=3)
-        steps[row] = max(args.steps, round(args.seconds * probe.batches_per_s))
-    rates: dict[tuple[str, str], list[float]] = {row: [] for row in rows}
+
+    def run(row: tuple[str, str], steps: int):
+        return measure(builders[row[0]][row[1]](), warmup=args.warmup, steps=steps)
+
+    # equal time per row, not equal steps (_harness.sized_steps, as pipeline_bench.py)
+    steps = H.sized_steps(rows, run, args.seconds, args.steps, max_steps=10 * args.steps)
     # process CPU time per image over the timed steps (all threads): robust to a
     # shared machine's load, which slows the peer's Python threads more
-    cpu_ms: dict[tuple[str, str], list[float]] = {row: [] for row in rows}
-    for rnd in range(args.rounds):
-        order = rows if rnd % 2 == 0 else list(reversed(rows))
-        for row in order:
-            r = measure(builders[row[0]][row[1]](), warmup=args.warmup, steps=steps[row])
-            rates[row].append(r.elements_per_s)
-            cpu_ms[row].append(r.cpu_util * r.available_cpus / r.elements_per_s * 1e3)
-            print(f"round {rnd + 1}: {row[0]:20s} {row[1]:7s} {r.elements_per_s:8.1f} images/s",
-                  flush=True)
+    results = H.alternating_rounds(
+        rows, args.rounds, lambda row: run(row, steps[row]),
+        lambda rnd, row, r: (f"round {rnd + 1}: {row[0]:20s} {row[1]:7s} "
+                             f"{r.elements_per_s:8.1f} images/s"))
+    rates = {row: [this[row].elements_per_s for this in results] for row in rows}
+    cpu_ms = {row: [H.cpu_ms_per_image(this[row]) for this in results] for row in rows}
 
     def med(v: list[float]) -> str:
-        return f"{statistics.median(v):,.0f} ({min(v):,.0f}-{max(v):,.0f})"
+        return H.med_range(v, ",.0f")
 
-    def ratio(v: list[float]) -> str:
-        return f"{statistics.median(v):.2f} ({min(v):.2f}-{max(v):.2f})"
+    ratio = H.med_range
 
     print()
-    print(f"| preset | tfpipe images/s | peer (albumentations + OpenCV, 2 threads) | decode-only "
-          f"| tfpipe / peer | tfpipe / decode-only | CPU ms/image tfpipe / peer |  "
-          f"({args.rounds} rounds, batch {args.batch})")
-    print("|---|---|---|---|---|---|---|")
+    print(H.table_head("preset", "tfpipe images/s", "peer (albumentations + OpenCV, 2 threads)",
+                       "decode-only", "tfpipe / peer", "tfpipe / decode-only",
+                       "CPU ms/image tfpipe / peer",
+                       after=f"  ({args.rounds} rounds, batch {args.batch})"))
     for preset in args.presets:
         t, pr, d = (rates[(preset, k)] for k in ("tfpipe", "peer", "decode"))
         ct, cp = (statistics.median(cpu_ms[(preset, k)]) for k in ("tfpipe", "peer"))

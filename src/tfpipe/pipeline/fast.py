@@ -121,11 +121,17 @@ class FusedPixel:
 
         to_float: run the ops in float32 [0,1] (no rounding between ops), else on
         uint8 (rounded per op, the uint8 output mode). normalize: finish with
-        `(x - mean) / std` (float32 out).
+        `(x - mean) / std` (float32 out). Any other input dtype is refused: the
+        native op would take float32 [0,1] but its twin reads levels 0..255, so
+        the two paths would differ (every caller hands over the uint8 batch).
         """
+        x = tf.convert_to_tensor(x)
+        if x.dtype != tf.uint8:
+            raise ValueError(f"FusedPixel: images must be a uint8 batch [B,H,W,C] "
+                             f"(levels 0..255), got {x.dtype.name}")
         if normalize and self.mean is None:
             raise ValueError("FusedPixel: normalize=True needs mean and std")
-        if self.native() and tf.convert_to_tensor(x).shape.rank == 4:
+        if self.native() and x.shape.rank == 4:
             return native_pixel.pixel_chain(x, params, apply, self._names, self._gated,
                                             to_float=to_float, normalize=normalize,
                                             mean=self.mean, std=self.std)
