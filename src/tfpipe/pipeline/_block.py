@@ -8,8 +8,11 @@ time instead and never makes a per-sample tensor (docs/pipeline.md, "Block
 path"):
 
     enumerate -> [skip] -> batch(batch_size) of (local, (shard, record, serialized))
-      -> one function per block, isolated as a whole (`_isolated`):
-           parse_example (image, label) -> Classify.plan(local) (the same draws)
+      -> per block, isolated: only parse_example (image, label) (`_parsed`; the
+         one step bad input can make fail: the op reports bad rows in its
+         status); a block it rejects is parsed row by row, each row isolated
+      -> one parallel map over blocks (its function instantiated once):
+           Classify.plan(local) (the same draws)
            -> mode / flip per row -> ONE decode_crop_resize_block call
            -> rows the op does not decode (status 1: PNG, GIF, BMP) through
               `Classify.process`, each isolated, scattered back (only when a
@@ -25,7 +28,8 @@ Every row's bytes are the per-element path's (the op's contract: row i equals
 `decode_crop_resize` / `eval_image` of that row; tests/pipeline/
 test_block_path.py compares whole pipelines), so the path needs no config
 switch; `TFPIPE_BLOCK_PATH=0` (read once, at import) keeps the per-element
-path, for comparisons.
+path, for comparisons, and `TFPIPE_BLOCK_SCHED=isolated` / `structure("isolated")`
+the structure before (the whole block function isolated per block).
 """
 
 from __future__ import annotations
