@@ -227,7 +227,7 @@ def _per_row(builder: Any, elems: tuple[Any, ...]) -> dict[str, tf.Tensor]:
     return rows.get_single_element()
 
 
-def parse_block(serialized: tf.Tensor, spec: dict[str, Any]) -> tuple[tf.Tensor, tf.Tensor]:
+def _parse_block(serialized: tf.Tensor, spec: dict[str, Any]) -> tuple[tf.Tensor, tf.Tensor]:
     """(encoded [n] string, label [n] int64) of a block of serialized records: one
     `parse_example` (fails as a whole if any record is rejected)."""
     n = tf.shape(serialized)[0]
@@ -238,13 +238,13 @@ def parse_block(serialized: tf.Tensor, spec: dict[str, Any]) -> tuple[tf.Tensor,
 
 def _parse_rows(serialized: tf.Tensor, spec: dict[str, Any]
                 ) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
-    """`parse_block` of a block it failed on, row by row, each row isolated (as
+    """`_parse_block` of a block it failed on, row by row, each row isolated (as
     `_errors.isolate` does it): (encoded, label, parsed); a rejected row is ("",
     -1, False)."""
 
     @tf.autograph.experimental.do_not_convert
     def parse_one(x: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
-        encoded, label = parse_block(tf.reshape(x, [1]), spec)
+        encoded, label = _parse_block(tf.reshape(x, [1]), spec)
         return encoded[0], label[0], tf.constant(True)
 
     @tf.autograph.experimental.do_not_convert
@@ -261,11 +261,12 @@ def _parse_rows(serialized: tf.Tensor, spec: dict[str, Any]
 
 def _decode_block(builder: Any, spec: dict[str, Any], plan: Callable[..., Any] | None,
                   train: bool, wspec: Any = None
-                  ) -> tuple[Callable[..., Any], Callable[..., Any]]:
-    """(fast, slow) block functions of (local, shard, record, serialized) vectors
-    -> {image, label, _local, _shard, _record, ok[, _enabled][, _written]}. `slow`
-    is every row through `_per_row` (for a block `fast` failed on, e.g. a record
-    parse_example rejects). With `wspec` (`write_out_spec`) the images are the
+                  ) -> tuple[Callable[..., Any], Callable[..., Any], Callable[..., Any]]:
+    """(fast, slow, decoded) block functions of (local, shard, record, serialized)
+    vectors -> {image, label, _local, _shard, _record, ok[, _enabled][, _written]}.
+    `slow` is every row through `_per_row` (for a block `fast` failed on, e.g. a
+    record parse_example rejects; the "isolated" structure); `decoded` is `fast`
+    after the parse, of (..., encoded, label, parsed) (the "map" structure). With `wspec` (`write_out_spec`) the images are the
     finished rows (the op's write-out; fallback rows through `_finish_rows`)."""
     from tfpipe.native import jpeg as native_jpeg
 
@@ -302,7 +303,7 @@ def _decode_block(builder: Any, spec: dict[str, Any], plan: Callable[..., Any] |
     @tf.autograph.experimental.do_not_convert
     def fast(local: tf.Tensor, shard: tf.Tensor, rec: tf.Tensor, serialized: tf.Tensor
              ) -> dict[str, tf.Tensor]:
-        encoded, label = parse_block(serialized, spec)
+        encoded, label = _parse_block(serialized, spec)
         return decoded(local, shard, rec, serialized, encoded, label, None)
 
     @tf.autograph.experimental.do_not_convert
@@ -466,7 +467,7 @@ def _parsed(blocks: tf.data.Dataset, spec: dict[str, Any], cycle: int | None, np
     @tf.autograph.experimental.do_not_convert
     def whole(local: tf.Tensor, shard: tf.Tensor, rec: tf.Tensor, serialized: tf.Tensor
               ) -> tuple[tf.Tensor, ...]:
-        encoded, label = parse_block(serialized, spec)
+        encoded, label = _parse_block(serialized, spec)
         return (local, shard, rec, serialized, encoded, label,
                 tf.ones(tf.shape(local), tf.bool))
 
