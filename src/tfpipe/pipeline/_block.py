@@ -11,7 +11,7 @@ path"):
       -> per block, isolated: only parse_example (image, label) (`_parsed`; the
          one step bad input can make fail: the op reports bad rows in its
          status); a block it rejects is parsed row by row, each row isolated
-      -> one parallel map over blocks (its function instantiated once):
+      -> one parallel map over blocks (its function instantiated once per iterator):
            Classify.plan(local) (the same draws)
            -> mode / flip per row -> ONE decode_crop_resize_block call
            -> rows the op does not decode (status 1: PNG, GIF, BMP) through
@@ -266,8 +266,9 @@ def _decode_block(builder: Any, spec: dict[str, Any], plan: Callable[..., Any] |
     vectors -> {image, label, _local, _shard, _record, ok[, _enabled][, _written]}.
     `slow` is every row through `_per_row` (for a block `fast` failed on, e.g. a
     record parse_example rejects; the "isolated" structure); `decoded` is `fast`
-    after the parse, of (..., encoded, label, parsed) (the "map" structure). With `wspec` (`write_out_spec`) the images are the
-    finished rows (the op's write-out; fallback rows through `_finish_rows`)."""
+    after the parse, of (..., encoded, label, parsed) (the "map" structure).
+    With `wspec` (`write_out_spec`) the images are the finished rows (the op's
+    write-out; fallback rows through `_finish_rows`)."""
     from tfpipe.native import jpeg as native_jpeg
 
     s = builder.s
