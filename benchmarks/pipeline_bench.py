@@ -135,6 +135,16 @@ def per_element(build, cfg):
         return build(cfg, "train")
 
 
+def whole_block_isolated(build, cfg):
+    """`build(cfg, "train")` on the block path as it was before issue #12's
+    blocksched step: the whole block function isolated per block (a one-element
+    dataset per block) instead of only `parse_example` (`_block.structure`)."""
+    from tfpipe.pipeline import _block
+
+    with _block.structure("isolated"):
+        return build(cfg, "train")
+
+
 def write_out_off(build, cfg):
     """`build(cfg, "train")` on the block path with the block op's write-out off:
     uint8 blocks, then L3 + normalize in compose (`TfpipePixelChain` over the
@@ -208,6 +218,8 @@ def variants(data: Path, batch: int, photo_size: bool = False):
             lambda: write_out_off(build_pipeline, cfg_u8),
         "tfpipe imagenet, per-element path (no block path)":
             lambda: per_element(build_pipeline, cfg),
+        "tfpipe imagenet, whole block isolated (block path before blocksched)":
+            lambda: whole_block_isolated(build_pipeline, cfg),
         "tfpipe imagenet, pixel_stage device, per-element path (no block path)":
             lambda: per_element(build_pipeline, cfg_dev),
         **({"tfpipe imagenet, data.dct_scaling=false (full-size window decode)":

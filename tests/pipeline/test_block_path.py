@@ -196,6 +196,20 @@ def test_a_block_parse_example_rejects_goes_row_by_row(tmp_path, images):
     reset_skipped_counts()
 
 
+def test_a_record_parse_example_rejects_under_raise(tmp_path, images):
+    """Only parse_example is isolated per block (`_block._parsed`): under raise, a
+    record it rejects fails the pipeline with its own index and shard (the block
+    parsed row by row finds it)."""
+    recs = [_example(enc, fmt, i % 4) for i, (enc, fmt, _) in enumerate(images[:12])]
+    recs[6] = b"\x0a\xff\xff not a protobuf"
+    write_shards(tmp_path, "train", recs, 1)
+    raising = base_config(str(tmp_path / "train-*.tfrecord"), **{"pipeline.on_error": "raise",
+                                                                 **NO_L3})
+    with pytest.raises(tf.errors.InvalidArgumentError,
+                       match=r"bad record 6 in shard .*train-00000-of-00001"):
+        _values(_build(raising, True))
+
+
 def test_eligibility(dataset):
     """Only what the block op computes takes it: not rot90 after the crop, not a
     vertical flip, not L3 without the crop (a full decode + resize), not

@@ -8,8 +8,11 @@ time instead and never makes a per-sample tensor (docs/pipeline.md, "Block
 path"):
 
     enumerate -> [skip] -> batch(batch_size) of (local, (shard, record, serialized))
-      -> one function per block, isolated as a whole (`_isolated`):
-           parse_example (image, label) -> Classify.plan(local) (the same draws)
+      -> per block, isolated: only parse_example (image, label) (`_parsed`; the
+         one step bad input can make fail: the op reports bad rows in its
+         status); a block it rejects is parsed row by row, each row isolated
+      -> one parallel map over blocks (its function instantiated once per iterator):
+           Classify.plan(local) (the same draws)
            -> mode / flip per row -> ONE decode_crop_resize_block call
            -> rows the op does not decode (status 1: PNG, GIF, BMP) through
               `Classify.process`, each isolated, scattered back (only when a
@@ -25,7 +28,8 @@ Every row's bytes are the per-element path's (the op's contract: row i equals
 `decode_crop_resize` / `eval_image` of that row; tests/pipeline/
 test_block_path.py compares whole pipelines), so the path needs no config
 switch; `TFPIPE_BLOCK_PATH=0` (read once, at import) keeps the per-element
-path, for comparisons.
+path, for comparisons, and `TFPIPE_BLOCK_SCHED=isolated` / `structure("isolated")`
+the structure before (the whole block function isolated per block).
 """
 
 from __future__ import annotations
@@ -65,6 +69,35 @@ def forced(on: bool) -> Iterator[None]:
 
 def enabled() -> bool:
     return _FORCED[-1] if _FORCED else _ENV_ON
+
+
+# TFPIPE_BLOCK_SCHED (read once, at import): "map" (default) isolates only
+# parse_example per block and decodes in one parallel map; "isolated" (the
+# structure before) isolates the whole block function per block. Same bytes.
+SCHED_ENV = "TFPIPE_BLOCK_SCHED"
+STRUCTURES = ("map", "isolated")
+_SCHED_ENV = os.environ.get(SCHED_ENV, "map").strip() or "map"
+_STRUCTURE: list[str] = []
+
+
+@contextlib.contextmanager
+def structure(name: str) -> Iterator[None]:
+    """Block-path pipelines built inside use structure `name` (one of
+    `STRUCTURES`; for benchmarks and tests comparing them in one process)."""
+    if name not in STRUCTURES:
+        raise ValueError(f"block structure: one of {STRUCTURES}, got {name!r}")
+    _STRUCTURE.append(name)
+    try:
+        yield
+    finally:
+        _STRUCTURE.pop()
+
+
+def _structure() -> str:
+    name = _STRUCTURE[-1] if _STRUCTURE else _SCHED_ENV
+    if name not in STRUCTURES:
+        raise ValueError(f"{SCHED_ENV}: one of {STRUCTURES}, got {name!r}")
+    return name
 
 
 def _op_available() -> bool:
@@ -194,14 +227,48 @@ def _per_row(builder: Any, elems: tuple[Any, ...]) -> dict[str, tf.Tensor]:
     return rows.get_single_element()
 
 
+def _parse_block(serialized: tf.Tensor, spec: dict[str, Any]) -> tuple[tf.Tensor, tf.Tensor]:
+    """(encoded [n] string, label [n] int64) of a block of serialized records: one
+    `parse_example` (fails as a whole if any record is rejected)."""
+    n = tf.shape(serialized)[0]
+    feats = tf.io.parse_example(serialized, spec)
+    return (tf.reshape(feats[IMAGE_KEY], [n]),
+            tf.cast(tf.reshape(feats[LABEL_KEY], [n]), tf.int64))
+
+
+def _parse_rows(serialized: tf.Tensor, spec: dict[str, Any]
+                ) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
+    """`_parse_block` of a block it failed on, row by row, each row isolated (as
+    `_errors.isolate` does it): (encoded, label, parsed); a rejected row is ("",
+    -1, False)."""
+
+    @tf.autograph.experimental.do_not_convert
+    def parse_one(x: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
+        encoded, label = _parse_block(tf.reshape(x, [1]), spec)
+        return encoded[0], label[0], tf.constant(True)
+
+    @tf.autograph.experimental.do_not_convert
+    def one(x: tf.Tensor) -> tf.data.Dataset:
+        good = tf.data.Dataset.from_tensors(x).map(parse_one).ignore_errors()
+        bad = tf.data.Dataset.from_tensors(
+            (tf.constant(""), tf.constant(-1, tf.int64), tf.constant(False)))
+        return good.concatenate(bad).take(1)
+
+    n = tf.cast(tf.shape(serialized)[0], tf.int64)
+    rows = tf.data.Dataset.from_tensor_slices(serialized).flat_map(one).batch(n)
+    return rows.get_single_element()
+
+
 def _decode_block(builder: Any, spec: dict[str, Any], plan: Callable[..., Any] | None,
                   train: bool, wspec: Any = None
-                  ) -> tuple[Callable[..., Any], Callable[..., Any]]:
-    """(fast, slow) block functions of (local, shard, record, serialized) vectors
-    -> {image, label, _local, _shard, _record, ok[, _enabled][, _written]}. `slow`
-    is every row through `_per_row` (for a block `fast` failed on, e.g. a record
-    parse_example rejects). With `wspec` (`write_out_spec`) the images are the
-    finished rows (the op's write-out; fallback rows through `_finish_rows`)."""
+                  ) -> tuple[Callable[..., Any], Callable[..., Any], Callable[..., Any]]:
+    """(fast, slow, decoded) block functions of (local, shard, record, serialized)
+    vectors -> {image, label, _local, _shard, _record, ok[, _enabled][, _written]}.
+    `slow` is every row through `_per_row` (for a block `fast` failed on, e.g. a
+    record parse_example rejects; the "isolated" structure); `decoded` is `fast`
+    after the parse, of (..., encoded, label, parsed) (the "map" structure).
+    With `wspec` (`write_out_spec`) the images are the finished rows (the op's
+    write-out; fallback rows through `_finish_rows`)."""
     from tfpipe.native import jpeg as native_jpeg
 
     s = builder.s
@@ -237,10 +304,17 @@ def _decode_block(builder: Any, spec: dict[str, Any], plan: Callable[..., Any] |
     @tf.autograph.experimental.do_not_convert
     def fast(local: tf.Tensor, shard: tf.Tensor, rec: tf.Tensor, serialized: tf.Tensor
              ) -> dict[str, tf.Tensor]:
+        encoded, label = _parse_block(serialized, spec)
+        return decoded(local, shard, rec, serialized, encoded, label, None)
+
+    @tf.autograph.experimental.do_not_convert
+    def decoded(local: tf.Tensor, shard: tf.Tensor, rec: tf.Tensor, serialized: tf.Tensor,
+                encoded: tf.Tensor, label: tf.Tensor, parsed: tf.Tensor | None
+                ) -> dict[str, tf.Tensor]:
+        """The block from its parsed (encoded, label) rows; `parsed` (None: all):
+        the rows parse_example accepted -- the others are failed rows, never decoded
+        (their empty `encoded` would say "not a JPEG")."""
         n = tf.shape(local)[0]
-        feats = tf.io.parse_example(serialized, spec)
-        encoded = tf.reshape(feats[IMAGE_KEY], [n])
-        label = tf.cast(tf.reshape(feats[LABEL_KEY], [n]), tf.int64)
         elems, row = rows_of(local, shard, rec, serialized)
         if train and builder.augmenting:
             mode = tf.fill([n], tf.constant(RRC, tf.int32))
@@ -263,7 +337,11 @@ def _decode_block(builder: Any, spec: dict[str, Any], plan: Callable[..., Any] |
         images, status, _ = native_jpeg.decode_crop_resize_block(
             encoded, draws, mode, flip, size, ratio, s.channels, s.dct_scaling, crop_fraction,
             write_out)
+        good = tf.equal(status, OK)
         other = tf.equal(status, NOT_JPEG)
+        if parsed is not None:
+            good = tf.logical_and(good, parsed)
+            other = tf.logical_and(other, parsed)
 
         def redo() -> tuple[tf.Tensor, ...]:
             """The rows that are no JPEG through the per-sample path, scattered back."""
@@ -274,10 +352,10 @@ def _decode_block(builder: Any, spec: dict[str, Any], plan: Callable[..., Any] |
             fixed = finished(got["image"], got["label"], tf.gather(local, at), sub)
             return (tf.tensor_scatter_nd_update(images, pos, fixed),
                     tf.tensor_scatter_nd_update(label, pos, got["label"]),
-                    tf.tensor_scatter_nd_update(tf.equal(status, OK), pos, got["ok"]))
+                    tf.tensor_scatter_nd_update(good, pos, got["ok"]))
 
         image, label, ok = tf.cond(tf.reduce_any(other), redo,
-                                   lambda: (images, label, tf.equal(status, OK)))
+                                   lambda: (images, label, good))
         return finish(local, shard, rec, image, label, ok, row)
 
     @tf.autograph.experimental.do_not_convert
@@ -288,7 +366,7 @@ def _decode_block(builder: Any, spec: dict[str, Any], plan: Callable[..., Any] |
         image = finished(got["image"], got["label"], local, row)
         return finish(local, shard, rec, image, got["label"], got["ok"], row)
 
-    return fast, slow
+    return fast, slow, decoded
 
 
 def _report(files: list[str], policy: str) -> Callable[[dict[str, tf.Tensor]], Any]:
@@ -348,21 +426,25 @@ def batches(ds: tf.data.Dataset, builder: Any, parse_spec: Callable[..., Any] | 
     assert spec is not None, "block path taken for an ineligible pipeline"
     plan = builder.plan if train and builder.augmenting else None
     wspec = write_out_spec(builder, train) if write_out and _WRITE_OUT_ON else None
-    fast, slow = _decode_block(builder, spec, plan, train, wspec)
-
-    @tf.autograph.experimental.do_not_convert
-    def isolated(local: tf.Tensor, elem: tuple[tf.Tensor, ...]) -> tf.data.Dataset:
-        # A block `fast` fails on (a record parse_example rejects, ...) goes row by
-        # row: only the bad record is lost (`slow` isolates each row).
-        shard, rec, serialized = elem
-        args = (local, shard, rec, serialized)
-        good = tf.data.Dataset.from_tensors(args).map(fast).ignore_errors()
-        return good.concatenate(tf.data.Dataset.from_tensors(args).map(slow)).take(1)
-
+    fast, slow, decoded = _decode_block(builder, spec, plan, train, wspec)
     blocks = ds.batch(s.batch_size)
     npar = parallel if parallel == -1 else max(1, parallel)
-    out = blocks.interleave(isolated, cycle_length=max(1, abs(npar)) if npar > 0 else None,
-                            block_length=1, num_parallel_calls=npar, deterministic=deterministic)
+    cycle = max(1, abs(npar)) if npar > 0 else None
+    if _structure() == "isolated":
+        @tf.autograph.experimental.do_not_convert
+        def isolated(local: tf.Tensor, elem: tuple[tf.Tensor, ...]) -> tf.data.Dataset:
+            # A block `fast` fails on (a record parse_example rejects, ...) goes row by
+            # row: only the bad record is lost (`slow` isolates each row).
+            shard, rec, serialized = elem
+            args = (local, shard, rec, serialized)
+            good = tf.data.Dataset.from_tensors(args).map(fast).ignore_errors()
+            return good.concatenate(tf.data.Dataset.from_tensors(args).map(slow)).take(1)
+
+        out = blocks.interleave(isolated, cycle_length=cycle, block_length=1,
+                                num_parallel_calls=npar, deterministic=deterministic)
+    else:
+        out = _parsed(blocks, spec, cycle, npar, deterministic).map(
+            decoded, num_parallel_calls=npar, deterministic=deterministic)
     report = _report(files, policy)
     # A scan, like the per-element path's settling step: ordered and one block at a
     # time by construction (the count update is a read-modify-write), where a
@@ -374,6 +456,35 @@ def batches(ds: tf.data.Dataset, builder: Any, parse_spec: Callable[..., Any] | 
     # Without a failed row every block already is the per-element path's batch;
     # rebatch re-forms batches from the surviving samples in order after one.
     return out.rebatch(s.batch_size, drop_remainder=drop_remainder)
+
+
+def _parsed(blocks: tf.data.Dataset, spec: dict[str, Any], cycle: int | None, npar: int,
+            deterministic: bool) -> tf.data.Dataset:
+    """(local, (shard, record, serialized)) blocks -> (local, shard, record,
+    serialized, encoded, label, parsed): only `parse_example` (the one step bad
+    input can make fail: the block op reports a bad row in its status) is
+    isolated per block; a block it rejects is parsed row by row (`_parse_rows`)."""
+
+    @tf.autograph.experimental.do_not_convert
+    def whole(local: tf.Tensor, shard: tf.Tensor, rec: tf.Tensor, serialized: tf.Tensor
+              ) -> tuple[tf.Tensor, ...]:
+        encoded, label = _parse_block(serialized, spec)
+        return (local, shard, rec, serialized, encoded, label,
+                tf.ones(tf.shape(local), tf.bool))
+
+    @tf.autograph.experimental.do_not_convert
+    def by_row(local: tf.Tensor, shard: tf.Tensor, rec: tf.Tensor, serialized: tf.Tensor
+               ) -> tuple[tf.Tensor, ...]:
+        return (local, shard, rec, serialized) + _parse_rows(serialized, spec)
+
+    @tf.autograph.experimental.do_not_convert
+    def isolated(local: tf.Tensor, elem: tuple[tf.Tensor, ...]) -> tf.data.Dataset:
+        args = (local, *elem)
+        good = tf.data.Dataset.from_tensors(args).map(whole).ignore_errors()
+        return good.concatenate(tf.data.Dataset.from_tensors(args).map(by_row)).take(1)
+
+    return blocks.interleave(isolated, cycle_length=cycle, block_length=1,
+                             num_parallel_calls=npar, deterministic=deterministic)
 
 
 def cache_blocks(ds: tf.data.Dataset, mode: str, path: Callable[[], str]) -> tf.data.Dataset:
