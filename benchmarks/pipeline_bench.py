@@ -125,6 +125,15 @@ def composed_l1(build, cfg):
         _classify._has_fused_l1 = saved
 
 
+def block_forced(build, cfg):
+    """`build(cfg, "train")` on the block path even where its record-size rule
+    (`_block.LARGE_RECORD_BYTES`: photo-size records) picks the per-element path."""
+    from tfpipe.pipeline import _block
+
+    with _block.forced(True):
+        return build(cfg, "train")
+
+
 def per_element(build, cfg):
     """`build(cfg, "train")` on the per-element path (one guarded map per sample,
     then batch) instead of the block path (pipeline/_block.py): what the block
@@ -223,7 +232,9 @@ def variants(data: Path, batch: int, photo_size: bool = False):
         "tfpipe imagenet, pixel_stage device, per-element path (no block path)":
             lambda: per_element(build_pipeline, cfg_dev),
         **({"tfpipe imagenet, data.dct_scaling=false (full-size window decode)":
-            lambda: build_pipeline(cfg_full, "train")} if photo_size else {}),
+            lambda: build_pipeline(cfg_full, "train"),
+            "tfpipe imagenet, block path forced (past the record-size rule)":
+            lambda: block_forced(build_pipeline, cfg)} if photo_size else {}),
         "tfpipe imagenet, composed L1 ops (no fused decode-crop-resize kernel)":
             lambda: composed_l1(build_pipeline, cfg),
         "cv2 in tf.py_function, npc=8": lambda: B.cv2_py_function(files, batch),

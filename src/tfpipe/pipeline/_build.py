@@ -253,7 +253,7 @@ def _assemble(s: Settings, split: str, epoch: int | tf.Tensor, worker: tuple[int
             builder.decode_only, num_parallel_calls=npc, deterministic=s.deterministic)))
 
     drop = s.drop_remainder if train else False
-    if not all_stages and _block.eligible(builder, src.parse_spec, train):
+    if not all_stages and _block.eligible(builder, src.parse_spec, train, files):
         # whole blocks of records become batches, the same bits (pipeline/_block.py)
         ds = _block.batches(ds, builder, src.parse_spec, files, s.on_error, npc,
                             s.deterministic, train, drop, None if train else (
