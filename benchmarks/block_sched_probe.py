@@ -11,14 +11,15 @@ afresh (no other pipeline running beside it), warms it up 6 batches, times
 STEPS batches; process CPU time / images = CPU-ms/image, CPU time / wall time =
 cores busy. `BS` (env) sets the batch size (default 64).
 """
+import contextlib
 import os
 import statistics as st
 import sys
-import time
-
 import tensorflow as tf
 
+from _harness import cpu_ms_per_image  # benchmarks/ (this script's directory)
 from tfpipe import build_pipeline, load_config
+from tfpipe.bench import measure
 from tfpipe.config import parse_set_options
 from tfpipe.pipeline import _block as B
 
@@ -34,8 +35,15 @@ def cfg():
         "augment.pixel.saturation.enabled=false", *extra]))
 
 
+@contextlib.contextmanager
 def ctx(v):
-    return B.forced(False) if v == "elem" else B.structure(v.replace("I2", ""))
+    if v == "elem":
+        with B.forced(False):
+            yield
+        return
+    # forced: a block structure even where the record-size rule picks per-element
+    with B.forced(True), B.structure(v.replace("I2", "")):
+        yield
 
 
 res = {v: [] for v in variants}
@@ -47,18 +55,11 @@ for r in range(rounds):
             o = tf.data.Options()
             o.threading.max_intra_op_parallelism = 2
             ds = ds.with_options(o)
-        it = iter(ds.repeat())
-        for _ in range(6):
-            next(it)
-        c0, t0 = time.process_time(), time.perf_counter()
-        for _ in range(steps):
-            next(it)
-        dt, dc = time.perf_counter() - t0, time.process_time() - c0
-        del it
-        n = steps * bs
-        res[v].append((n / dt, dc * 1000 / n, dc / dt))
-        print(f"r{r} {v:9s} {n / dt:7.0f} img/s  {dc * 1000 / n:6.3f} CPU-ms/img  "
-              f"{dc / dt:4.2f} cores", flush=True)
+        m = measure(ds, warmup=6, steps=steps)
+        cores = m.cpu_util * m.available_cpus
+        res[v].append((m.elements_per_s, cpu_ms_per_image(m), cores))
+        print(f"r{r} {v:9s} {m.elements_per_s:7.0f} img/s  {cpu_ms_per_image(m):6.3f} "
+              f"CPU-ms/img  {cores:4.2f} cores", flush=True)
 for v in variants:
     print(v, "median img/s %.0f CPU-ms/img %.3f cores %.2f"
           % tuple(st.median(x[i] for x in res[v]) for i in range(3)))

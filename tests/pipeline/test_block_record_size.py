@@ -1,7 +1,7 @@
 """The block path's record-size rule (pipeline/_block.py, `LARGE_RECORD_BYTES`):
 records averaging that many encoded bytes keep the per-element path unless the
-block path is forced; the mean comes from the shard sizes on disk and the
-manifest's record counts, never from reading a record.
+block path is forced; the mean comes from the manifest's shard bytes and record
+counts, never from reading a record.
 
 The observable is the dataset graph (only the block path has the block op and
 its rebatch, as test_block_path.py asserts); the oracle for the mean is the

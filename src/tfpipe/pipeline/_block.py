@@ -133,18 +133,19 @@ LARGE_RECORD_BYTES = 256 * 1024
 
 
 def mean_record_bytes(files: Sequence[str]) -> float | None:
-    """Mean size of one record of `files` (shard bytes on disk / the manifest's
-    record counts; no record is read), or None without a count for every shard."""
-    from tfpipe.records import shard_record_counts
+    """Mean size of one record of `files` (the manifest's shard bytes / record
+    counts; nothing is read but the manifest), or None without an entry for every
+    shard."""
+    from tfpipe.records import shard_sizes
 
     files = list(files)
-    counts = shard_record_counts(files)
-    if not files or any(f not in counts for f in files):
+    sizes = shard_sizes(files)
+    if not files or any(f not in sizes for f in files):
         return None
-    records = sum(counts[f] for f in files)
+    records = sum(sizes[f][0] for f in files)
     if records == 0:
         return None
-    return sum(tf.io.gfile.stat(f).length for f in files) / records
+    return sum(sizes[f][1] for f in files) / records
 
 
 def eligible(builder: Any, parse_spec: Callable[..., Any] | None, train: bool,
@@ -240,24 +241,31 @@ def _finish_rows(builder: Any, images: tf.Tensor, label: tf.Tensor, local: tf.Te
     return x
 
 
+def _or_else(args: tuple[Any, ...], f: Callable[..., Any], fallback: Callable[..., Any]
+             ) -> tf.data.Dataset:
+    """A one-element dataset: `f(*args)`, or `fallback(*args)` where `f` raises
+    (the isolation `_errors.isolate` uses: ignore_errors drops the failed element)."""
+    good = tf.data.Dataset.from_tensors(args).map(f).ignore_errors()
+    return good.concatenate(tf.data.Dataset.from_tensors(args).map(fallback)).take(1)
+
+
+def _each_row(elems: tuple[Any, ...], f: Callable[..., Any], fallback: Callable[..., Any]
+              ) -> Any:
+    """`f` of each row of `elems` (a tuple of [n, ...] structures), each row isolated
+    by `_or_else` -> the rows stacked."""
+    n = tf.cast(tf.shape(tf.nest.flatten(elems)[0])[0], tf.int64)
+    one = tf.autograph.experimental.do_not_convert(lambda *e: _or_else(e, f, fallback))
+    return tf.data.Dataset.from_tensor_slices(elems).flat_map(one).batch(n).get_single_element()
+
+
 def _per_row(builder: Any, elems: tuple[Any, ...]) -> dict[str, tf.Tensor]:
     """`builder.process` of each row of `elems` ((shard, record, local,
     serialized[, plan rows]) vectors), each row isolated as `_errors.isolate`
     does it: a row that fails gives the sentinel with ok=False. -> stacked."""
     process = tf.autograph.experimental.do_not_convert(builder.process)
     sentinel = tf.autograph.experimental.do_not_convert(builder.sentinel)
-
-    @tf.autograph.experimental.do_not_convert
-    def one(*e: Any) -> tf.data.Dataset:
-        good = tf.data.Dataset.from_tensors(e).map(
-            lambda *x: {**process(*x), "ok": tf.constant(True)}).ignore_errors()
-        bad = tf.data.Dataset.from_tensors(e).map(
-            lambda *x: {**sentinel(*x), "ok": tf.constant(False)})
-        return good.concatenate(bad).take(1)
-
-    n = tf.cast(tf.shape(elems[0])[0], tf.int64)
-    rows = tf.data.Dataset.from_tensor_slices(elems).flat_map(one).batch(n)
-    return rows.get_single_element()
+    return _each_row(elems, lambda *x: {**process(*x), "ok": tf.constant(True)},
+                     lambda *x: {**sentinel(*x), "ok": tf.constant(False)})
 
 
 def _parse_block(serialized: tf.Tensor, spec: dict[str, Any]) -> tuple[tf.Tensor, tf.Tensor]:
@@ -281,15 +289,10 @@ def _parse_rows(serialized: tf.Tensor, spec: dict[str, Any]
         return encoded[0], label[0], tf.constant(True)
 
     @tf.autograph.experimental.do_not_convert
-    def one(x: tf.Tensor) -> tf.data.Dataset:
-        good = tf.data.Dataset.from_tensors(x).map(parse_one).ignore_errors()
-        bad = tf.data.Dataset.from_tensors(
-            (tf.constant(""), tf.constant(-1, tf.int64), tf.constant(False)))
-        return good.concatenate(bad).take(1)
+    def rejected(x: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
+        return tf.constant(""), tf.constant(-1, tf.int64), tf.constant(False)
 
-    n = tf.cast(tf.shape(serialized)[0], tf.int64)
-    rows = tf.data.Dataset.from_tensor_slices(serialized).flat_map(one).batch(n)
-    return rows.get_single_element()
+    return _each_row((serialized,), parse_one, rejected)
 
 
 def _decode_block(builder: Any, spec: dict[str, Any], plan: Callable[..., Any] | None,
@@ -468,10 +471,7 @@ def batches(ds: tf.data.Dataset, builder: Any, parse_spec: Callable[..., Any] | 
         def isolated(local: tf.Tensor, elem: tuple[tf.Tensor, ...]) -> tf.data.Dataset:
             # A block `fast` fails on (a record parse_example rejects, ...) goes row by
             # row: only the bad record is lost (`slow` isolates each row).
-            shard, rec, serialized = elem
-            args = (local, shard, rec, serialized)
-            good = tf.data.Dataset.from_tensors(args).map(fast).ignore_errors()
-            return good.concatenate(tf.data.Dataset.from_tensors(args).map(slow)).take(1)
+            return _or_else((local, *elem), fast, slow)
 
         out = blocks.interleave(isolated, cycle_length=cycle, block_length=1,
                                 num_parallel_calls=npar, deterministic=deterministic)
@@ -512,9 +512,7 @@ def _parsed(blocks: tf.data.Dataset, spec: dict[str, Any], cycle: int | None, np
 
     @tf.autograph.experimental.do_not_convert
     def isolated(local: tf.Tensor, elem: tuple[tf.Tensor, ...]) -> tf.data.Dataset:
-        args = (local, *elem)
-        good = tf.data.Dataset.from_tensors(args).map(whole).ignore_errors()
-        return good.concatenate(tf.data.Dataset.from_tensors(args).map(by_row)).take(1)
+        return _or_else((local, *elem), whole, by_row)
 
     return blocks.interleave(isolated, cycle_length=cycle, block_length=1,
                              num_parallel_calls=npar, deterministic=deterministic)

@@ -17,7 +17,7 @@ from typing import Any
 from tfpipe.errors import InputError, ManifestError, RecordError, SchemaError
 from tfpipe.records.codec import decode_example, schema_from_example
 from tfpipe.records.framing import count_records, detect_compression, iter_frames
-from tfpipe.records.manifest import MANIFEST_NAME, Manifest
+from tfpipe.records.manifest import MANIFEST_NAME, Manifest, ShardEntry
 from tfpipe.records.schema import SCHEMA_VERSION, VERSION_KEY, FeatureSpec, Schema, known_feature
 
 Required = Iterable["str | FeatureSpec"] | Schema | None
@@ -217,15 +217,15 @@ def open_source(path_or_glob: str | os.PathLike[str], split: str = "train",
                                       if manifest is not None else None))
 
 
-def shard_record_counts(files: Iterable[str | os.PathLike[str]]) -> dict[str, int]:
+def _manifest_entries(files: Iterable[str | os.PathLike[str]]) -> dict[str, ShardEntry]:
     """For each file listed in the manifest.json of its own directory: path (as
-    given) -> the number of records the manifest says it holds. Files without a
-    readable manifest, or not listed in it, are left out (a glob of bare shards)."""
+    given) -> its manifest entry. Files without a readable manifest, or not listed
+    in it, are left out (a glob of bare shards)."""
     by_dir: dict[str, list[str]] = {}
     for f in files:
         p = os.fspath(f)
         by_dir.setdefault(os.path.dirname(os.path.abspath(p)), []).append(p)
-    out: dict[str, int] = {}
+    out: dict[str, ShardEntry] = {}
     for directory, paths in by_dir.items():
         if not os.path.isfile(os.path.join(directory, MANIFEST_NAME)):
             continue
@@ -233,13 +233,26 @@ def shard_record_counts(files: Iterable[str | os.PathLike[str]]) -> dict[str, in
             manifest = Manifest.load(directory)
         except ManifestError:
             continue
-        listed: dict[str, int] = {}
+        listed: dict[str, ShardEntry] = {}
         for split in manifest.splits:
             for entry, f in zip(manifest.splits[split].shards,
                                 manifest.shard_paths(directory, split)):
-                listed[os.path.realpath(f)] = entry.num_records
+                listed[os.path.realpath(f)] = entry
         for p in paths:
-            n = listed.get(os.path.realpath(p))
-            if n is not None:
-                out[p] = n
+            entry = listed.get(os.path.realpath(p))
+            if entry is not None:
+                out[p] = entry
     return out
+
+
+def shard_record_counts(files: Iterable[str | os.PathLike[str]]) -> dict[str, int]:
+    """For each file listed in the manifest.json of its own directory: path (as
+    given) -> the number of records the manifest says it holds. Files without a
+    readable manifest, or not listed in it, are left out (a glob of bare shards)."""
+    return {p: e.num_records for p, e in _manifest_entries(files).items()}
+
+
+def shard_sizes(files: Iterable[str | os.PathLike[str]]) -> dict[str, tuple[int, int]]:
+    """`shard_record_counts` with the bytes: path -> (records, bytes) as the
+    manifest lists them (its `num_bytes`: what `check` verifies on disk)."""
+    return {p: (e.num_records, e.num_bytes) for p, e in _manifest_entries(files).items()}
