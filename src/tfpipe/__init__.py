@@ -14,6 +14,8 @@ from tfpipe._version import __version__
 require_tensorflow()
 
 __all__ = ["__version__", "load_config", "build_pipeline"]
+_SUBPACKAGES = ("augment", "bench", "config", "convert", "doctor", "export", "features",
+                "pipeline", "records", "seeds", "service", "train")
 
 
 def __getattr__(name: str) -> Any:
@@ -26,4 +28,8 @@ def __getattr__(name: str) -> Any:
         from tfpipe.pipeline import build_pipeline
 
         return build_pipeline
+    if name in _SUBPACKAGES:  # `import tfpipe; tfpipe.train.fit(...)` (docs/training.md)
+        import importlib
+
+        return importlib.import_module(f"tfpipe.{name}")
     raise AttributeError(f"module 'tfpipe' has no attribute {name!r}")

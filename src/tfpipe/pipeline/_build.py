@@ -303,7 +303,11 @@ def _live(s: Settings, split: str, epoch: int, worker: Any, keep_index: bool, st
         at = tf.where(tf.equal(e, first), tf.constant(step, tf.int64), 0) if step else 0
         return _exact(_assemble(s, split, e, wk, src, files, records, keep_index, False,
                                 at)[-1][1], n, s)
-    return _declare(epochs_from(epoch, one), n)
+    ds = epochs_from(epoch, one)
+    declared = _declare(ds, n)
+    # assert_cardinality returns a new dataset: keep the counter reachable (set_epoch)
+    declared._tfpipe_epoch_counter = ds._tfpipe_epoch_counter  # noqa: SLF001
+    return declared
 
 
 # ------------------------------------------------------------------ cardinality
