@@ -1,5 +1,5 @@
 """Probe: CPU-ms/image and cores busy of the imagenet train pipeline's block
-structures (issue #12, blocksched; docs/performance.md).
+structures (issue #12, blocksched; docs/performance-history.md).
 
     python benchmarks/block_sched_probe.py DATA STEPS ROUNDS VARIANTS [--set key=value ...]
 

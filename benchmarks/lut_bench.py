@@ -14,7 +14,7 @@ peer-style implementation; whether a table can replace the chain bit for bit is
 checked by `--check` (uint8 levels: yes, the mean after brightness is an exact
 integer sum of table values; float32 [0, 1] intermediates: no, contrast's mean
 is the pairwise tree over the pixels' float values, which a histogram cannot
-reproduce -- see docs/performance.md, "Peers").
+reproduce -- see docs/performance-history.md, "Peers").
 
     .venv/bin/python benchmarks/lut_bench.py [--seconds 1.0] [--check]
 """

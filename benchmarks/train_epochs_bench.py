@@ -9,7 +9,7 @@ batch 32) and iterates every epoch to the end:
   (`set_epoch`); the train dataset runs the next epoch on each iteration anyway.
 - rebuild: `build_pipeline(cfg, epoch=e)` for each epoch (the hand-written loop).
 Prints RSS (MiB) after epochs 1, 2, 5, 10, 20, ... and the growth from epoch 2
-to the last. docs/performance.md ("Epochs helper: memory") has the figures.
+to the last. docs/performance-history.md ("Epochs helper: memory") has the figures.
 """
 
 from __future__ import annotations

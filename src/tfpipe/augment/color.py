@@ -157,7 +157,7 @@ def xla(fn: Callable) -> Callable:
     elementwise kernels (e.g. saturation + color_affine) into one loop over memory.
 
     Works inside `tf.data.Dataset.map` on CPU; 1.4-7x faster than the same batch-mode ops
-    unfused on this machine (docs/performance.md, "Augmentation ops"). Opt-in, and
+    unfused on this machine (docs/performance-history.md, "Augmentation ops"). Opt-in, and
     never used by `build_pipeline`: XLA's float rounding differs from the plain
     kernels by ~1 ulp and between CPU types (vector width, FMA contraction are
     picked per host), so the bits would depend on the machine; and

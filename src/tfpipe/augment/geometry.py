@@ -236,7 +236,7 @@ def affine(image: tf.Tensor, matrix: tf.Tensor, output_size: Size | None = None,
     else:
         batch = tf.shape(image)[0]
         # integer images go through float32: the kernel's uint8 path truncates (mean
-        # bias -0.5 vs cv2.warpAffine) and was no faster (docs/performance.md)
+        # bias -0.5 vs cv2.warpAffine) and was no faster (docs/performance-history.md)
         x = image if image.dtype == tf.float32 else tf.cast(image, tf.float32)
         out = tf.raw_ops.ImageProjectiveTransformV3(
             images=x, transforms=_inverse_transform_vector(matrix, batch),

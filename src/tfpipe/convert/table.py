@@ -12,7 +12,7 @@ Arrow); the plan is NumPy arrays of row indices; a shard reads only its rows,
 row group by row group (Parquet) or batch by batch from a temporary Arrow IPC
 copy written during that pass (CSV, which has no random access). Peak memory is
 ~40 bytes per row for the plan plus about one shard's rows, not the table
-(docs/performance.md); the records, manifest and statistics are byte-identical
+(docs/performance-history.md); the records, manifest and statistics are byte-identical
 to reading the whole table at once (tests/convert/test_table_streaming.py).
 """
 

@@ -50,7 +50,7 @@ class BatchStage:
         # resolved here, not inside the traced functions (autograph would trace importlib)
         self.to_one_hot = aug("to_one_hot")
         # one native pass over the batch (plain-TF normalize costs ~10x more:
-        # docs/performance.md); the same bits either way, on every host
+        # docs/performance-history.md); the same bits either way, on every host
         self.normalize = normalizer(s.mean, s.std)
         self.mixers = [aug(op.name) for op in self.ops]
         self.samplers = [aug(f"sample_{op.name}") for op in self.ops]

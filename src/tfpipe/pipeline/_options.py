@@ -10,7 +10,7 @@ from tfpipe.pipeline._settings import AUTO, AUTOTUNE, Settings
 # Per-sample map parallelism when the config says `auto` (the default). tf.data's
 # AUTOTUNE caps a map at the runner pool size (2 on the 2-core dev box,
 # PERF-NOTES), while decode threads block on memory as much as on ALU: a fixed 2x
-# the CPUs measured fastest in benchmarks/l1_bench.py (docs/performance.md,
+# the CPUs measured fastest in benchmarks/l1_bench.py (docs/performance-history.md,
 # "Pipeline"). `autotune` hands the value to tf.data (tf.data.AUTOTUNE).
 MAP_PARALLEL_PER_CPU = 2
 

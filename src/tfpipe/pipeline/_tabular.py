@@ -8,7 +8,7 @@
 
 Elements are `(features: dict, label)` for `model.fit`. Batching before parsing
 lets one `tf.io.parse_example` and one pass of each Keras preprocessing layer run
-per batch instead of per record (docs/performance.md, "Tabular pipeline"). Nothing
+per batch instead of per record (docs/performance-history.md, "Tabular pipeline"). Nothing
 here draws random numbers but the shuffle, seeded as in docs/seeds.md, so the
 batches are bit-identical for any parallelism, and with `deterministic: false`
 each batch still holds the same records (only the batch order may change).

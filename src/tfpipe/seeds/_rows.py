@@ -8,7 +8,7 @@ elementwise TF ops on uint64 lanes: no loops, map_fn, py_function or custom op.
 The Philox body is traced once per process per (output kind, generator calls)
 into a shared `tf.function` (`_shared`), so each draw site adds one
 PartitionedCall node to its graph rather than ~300 ops (build time: see
-docs/performance.md, "Pipeline build time").
+docs/performance-history.md, "Pipeline build time").
 
 What is reproduced (TF 2.21, `alg="philox"`; tests/seeds/test_rows.py compares
 every function bit for bit with TF's own op on each row):
