@@ -350,8 +350,9 @@ def _after_damage(shard_id: tf.Tensor, path: tf.Tensor, want: tf.Tensor, stopped
         tf.strings.as_string(recovered),
         " intact after it (read, resynchronised)" if policy == "skip" and resync
         else " read after it", ", ", lost_text,
-        f" (pipeline.on_error={policy}). Run `tfpipe verify <dataset> --salvage OUT` to "
-        "rewrite the shard with every readable record."])
+        f" (pipeline.on_error={policy}). Run `tfpipe verify ",
+        tf.strings.regex_replace(path, "/[^/]*$", ""),
+        " --salvage OUT` for a complete dataset of every readable record."])
     # skipped_counts() gets the records lost; "unknown" (no manifest, garbage
     # skipped) counts as the known losses, at least the one damaged frame
     counted = tf.where(lost >= 0, lost, tf.maximum(known_lost, 1))
@@ -364,6 +365,7 @@ def _after_damage(shard_id: tf.Tensor, path: tf.Tensor, want: tf.Tensor, stopped
         " records, the shard holds ", tf.strings.as_string(delivered),
         " intact records and ends cleanly: ", note, f" (pipeline.on_error={policy})."]),
         message)
+    message = tf.reshape(message, [])  # a scalar: tf.print writes it without quotes
     fields = tf.stack([offset, lost, want, delivered, recovered, ranges, counted])
     reported = report_framing(path, tf.logical_or(damaged, miscounted), message, fields,
                               policy)
