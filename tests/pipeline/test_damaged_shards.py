@@ -37,24 +37,18 @@ def _convert(root: Path) -> Path:
     return root / "data"
 
 
+@pytest.fixture(scope="module")
+def _converted_once(tmp_path_factory) -> Path:
+    return _convert(tmp_path_factory.mktemp("converted"))
+
+
 @pytest.fixture()
-def converted(tmp_path_factory) -> Path:
+def converted(_converted_once, tmp_path) -> Path:
     """A fresh copy per test (tests damage it)."""
     import shutil
 
-    src = _converted_once(tmp_path_factory)
-    dst = tmp_path_factory.mktemp("damaged") / "data"
-    shutil.copytree(src, dst)
-    return dst
-
-
-_ONCE: dict[str, Path] = {}
-
-
-def _converted_once(factory) -> Path:
-    if "data" not in _ONCE:
-        _ONCE["data"] = _convert(factory.mktemp("converted"))
-    return _ONCE["data"]
+    shutil.copytree(_converted_once, tmp_path / "data")
+    return tmp_path / "data"
 
 
 def _readable(path: Path) -> list[bytes]:
@@ -166,3 +160,19 @@ def test_a_wrong_manifest_count_over_an_intact_shard_is_diagnosed(converted, cap
     with pytest.raises(tf.errors.InvalidArgumentError, match="the manifest is wrong"):
         for _ in build_stages(_cfg(converted, **{"pipeline.on_error": "raise"}))[0][1]:
             pass
+
+
+def test_skip_on_the_damage_reads_what_the_salvaged_dataset_holds(converted, tmp_path):
+    """The two ways on agree: `on_error: skip` over the damaged dataset and
+    `on_error: raise` over `salvage_dataset`'s complete copy read the same records."""
+    from tfpipe.records import salvage_dataset
+
+    m = Manifest.load(converted)
+    shards = [converted / e.path for e in m.splits["train"].shards]
+    _truncate_mid_record(shards[0])
+    os.remove(shards[3])
+    salvage_dataset(converted, tmp_path / "salvaged")
+    damaged = sorted(r.numpy() for _, _, r in build_stages(_cfg(converted))[0][1])
+    salvaged = sorted(r.numpy() for _, _, r in build_stages(
+        _cfg(tmp_path / "salvaged", **{"pipeline.on_error": "raise"}))[0][1])
+    assert damaged == salvaged and len(damaged) == sum(len(_readable(p)) for p in shards)
