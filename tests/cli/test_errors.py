@@ -82,8 +82,10 @@ def test_damaged_verdict_gives_the_salvage_command_that_then_passes(
     out = argv[argv.index("--salvage") + 1]
     r = run("verify", out, "--json")
     rep = json.loads(r.output)
-    assert r.exit_code == 0 and rep["ok"] and rep["files_checked"] == 1, r.output
-    assert rep["records_checked"] == 7  # 8 listed, the damaged record lost
+    # the complete dataset (issue #22 item 8): the intact shard linked, the damaged
+    # one rewritten
+    assert r.exit_code == 0 and rep["ok"] and rep["files_checked"] == 2, r.output
+    assert rep["records_checked"] == 8 + 7  # the intact 8, and 7 of the damaged 8
     # an intact dataset: nothing to salvage, and it says so
     r = run("verify", str(datasets["good"]), "--salvage", str(tmp_path / "none"))
     assert r.exit_code == 0 and "nothing to salvage" in r.output

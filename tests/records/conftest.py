@@ -89,3 +89,31 @@ def make_dataset(root, records, schema=None, splits=("train", "val"), shard_size
 def make_dataset_fixture():
     """Writes a dataset dir (shards + manifest.json) with the real writer."""
     return make_dataset
+
+
+def convert_photos(root, per_class: int = 10, shard_size: int = 20000):
+    """A photo folder converted the way users do it (`tfpipe.convert`): 4 classes,
+    train/val 0.8/0.2, several small shards per split; returns the dataset dir."""
+    from tfpipe import sample_data
+    from tfpipe.convert import convert
+
+    sample_data.make_image_folder(root / "raw", num_classes=4, per_class=per_class,
+                                  size_range=(40, 64), seed=0)
+    convert(root / "raw", root / "data", split="train=0.8,val=0.2", shard_size=shard_size,
+            workers=1)
+    return root / "data"
+
+
+@pytest.fixture(scope="session")
+def _converted_once(tmp_path_factory):
+    return convert_photos(tmp_path_factory.mktemp("converted"))
+
+
+@pytest.fixture()
+def converted(_converted_once, tmp_path):
+    """A fresh copy of one converted photo folder (tests damage it)."""
+    import shutil
+
+    dst = tmp_path / "data"
+    shutil.copytree(_converted_once, dst)
+    return dst

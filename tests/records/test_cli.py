@@ -123,3 +123,36 @@ def test_verify_gzip_dataset(tmp_path, make_dataset, cls_records):
     (tmp_path / ".train-00000-of-00001.tfrecord.gz.tmp-123-4").write_bytes(b"")
     found = json.loads(_run("verify", str(tmp_path), "--json").output)["findings"]
     assert [f["kind"] for f in found] == ["unlisted-file"]
+
+
+def test_verify_without_a_manifest_checks_what_it_can(tmp_path, cls_records, make_dataset):
+    """Before: a directory without manifest.json was DAMAGED (exit 1, a `manifest`
+    finding) and a glob was 'does not exist' (exit 2)."""
+    ds = tmp_path / "ds"
+    make_dataset(ds, cls_records, shard_size=1 << 20)
+    (ds / "manifest.json").unlink()
+    r = _run("verify", str(ds))
+    assert r.exit_code == 0, r.output
+    assert "DAMAGED" not in r.output and "no manifest.json" in r.output
+    assert "not checked" in r.output
+    rep = json.loads(_run("verify", str(ds), "--json").output)
+    assert rep["ok"] is True and rep["manifest"] is False and rep["files_checked"] == 2
+    assert rep["records_checked"] == len(cls_records)
+    assert any("record counts" in n and "sha256" in n for n in rep["unchecked"])
+    r = _run("verify", str(ds / "train-*.tfrecord"), "--json")
+    assert r.exit_code == 0, r.output
+    rep = json.loads(r.output)
+    assert rep["files_checked"] == 1 and rep["records_checked"] == 6
+    assert _run("verify", str(ds), "--deep").exit_code == 0
+    # real damage is still found, by file, record and offset
+    shard = ds / "val-00000-of-00001.tfrecord"
+    with open(shard, "r+b") as f:
+        f.seek(len(cls_records[1]) + 16 + 12 + 30)
+        b = f.read(1)
+        f.seek(-1, 1)
+        f.write(bytes([b[0] ^ 1]))
+    r = _run("verify", str(ds), "--json")
+    assert r.exit_code == 1
+    found = [(f["kind"], f["path"], f["index"]) for f in json.loads(r.output)["findings"]]
+    assert found == [("corrupted-data", str(shard), 1)]
+    assert _run("verify", str(tmp_path / "nothing-*.tfrecord")).exit_code == 2

@@ -67,12 +67,32 @@ def _worker(worker: Any) -> tuple[int, int]:
 
 def _cache_path(s: Settings, split: str, files: list[str], worker: tuple[int, int],
                 what: str) -> str:
-    """A cache file name that changes whenever what is cached would change."""
-    keys = ("data_path", "task", "channels")
+    """A cache file name that changes whenever what is cached would change: every
+    setting that shapes the cached stream (which records, in which order, decoded
+    how) and the identity of the data (`shards_identity`: the manifest's sha256 and
+    each file's size and mtime), so a changed setting or data re-converted in place
+    under the same names is read anew, never served stale (docs/pipeline.md, "Cache")."""
+    from tfpipe import native
+    from tfpipe.pipeline._source import effective_cycle, shards_identity
+
+    # on_error: a cache filled under skip would hide from raise what it skipped
+    keys = ("data_path", "task", "channels", "on_error")
     if what == "decoded":
         keys += ("image_size", "eval_crop_fraction", "max_boxes", "dct_scaling")
     tag = s.fingerprint(*keys)
-    files_hash = hashlib.sha256("\n".join(files).encode()).hexdigest()[:8]
+    stream = {
+        # the record order: the interleave width as the reader resolves it
+        "cycle": effective_cycle(s.interleave_cycle, len(files)),
+        # with several workers, batch_size decides file vs element sharding
+        "sharding_batch": s.batch_size if worker[1] > 1 else None,
+        # the native library reads past framing damage (and decodes), the fallback not
+        "native": native.available(),
+    }
+    import json
+
+    key = "\n".join(files) + "\n" + json.dumps(stream, sort_keys=True) + "\n" + \
+        shards_identity(files)
+    files_hash = hashlib.sha256(key.encode()).hexdigest()[:16]
     try:  # fail at build time, not silently inside the iterator
         os.makedirs(s.cache, exist_ok=True)
         probe = os.path.join(s.cache, ".tfpipe-write-test")

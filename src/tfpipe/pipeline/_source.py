@@ -37,12 +37,16 @@ class Source:
 
 
 def open_records(path: str | None, split: str, task: str) -> Source:
-    """Shards of `split` under `path` via `tfpipe.records.open_source` (manifest-checked)."""
+    """Shards of `split` under `path` via `tfpipe.records.open_source` (manifest-checked).
+
+    Shards that are missing or differ in size from the manifest stay in the list:
+    the reader decides by `pipeline.on_error` (`read_records`: refused by name
+    under `raise`, read as far as they can be and reported under `skip`)."""
     if not path:
         raise ConfigError("data.path: not set; point it at a converted dataset directory "
                           "or a shard glob (tfpipe convert SRC OUT)")
     required = [IMAGE_KEY] + ([*BOX_KEYS] if task == "detection" else [])
-    src = open_source(path, split=split, required=required)
+    src = open_source(path, split=split, required=required, check_files=False)
     files = list(src.files)
     if not files:
         raise ManifestError(f"no {split!r} shards under {path!r}")
@@ -88,6 +92,27 @@ def record_counts(files: list[str]) -> list[int]:
     return [known[f] if f in known else _counted(f, *_stamp(f)) for f in files]
 
 
+def shards_identity(files: list[str]) -> str:
+    """What the data of `files` is, for cache keys: per file its manifest entry's
+    sha256 and record count (when listed), its size and mtime (ns), or "missing".
+    Re-converting in place changes the manifest's sha256; rewriting a bare shard
+    changes its size or mtime."""
+    import os
+
+    from tfpipe.records import shard_entries
+
+    listed = {f: (e.sha256, e.num_records) for f, e in shard_entries(files).items()}
+    parts = []
+    for f in files:
+        try:
+            st = os.stat(f)
+            here = f"{st.st_size}:{st.st_mtime_ns}"
+        except OSError:
+            here = "missing"
+        parts.append(f"{f}|{listed.get(f, '')}|{here}")
+    return "\n".join(parts)
+
+
 def _stamp(path: str) -> tuple[int, int]:
     import os
 
@@ -103,19 +128,67 @@ def _counted(path: str, size: int, mtime: int) -> int:
             tf.constant(0, tf.int64), lambda n, _: n + 1))
 
 
-def _reader_setup(files: list[str], compression: str | None, cycle: int, skip_framing: bool,
-                  expected: dict[str, int] | None) -> tuple[int, dict[str, int], str, bool]:
-    """(cycle, expected counts, framing policy, resync?) shared by the two readers."""
-    from tfpipe.native import tfrecord as native_tfrecord
-    from tfpipe.records import shard_record_counts
-
+def effective_cycle(cycle: int, num_files: int) -> int:
+    """The interleave width `read_records` uses for `cycle` over `num_files` shards
+    (what sets the record order)."""
     if cycle <= 0:
         cycle = DEFAULT_CYCLE
-    cycle = max(1, min(cycle, len(files)))
+    return max(1, min(cycle, num_files))
+
+
+def _reader_setup(files: list[str], compression: str | None, cycle: int, skip_framing: bool,
+                  expected: dict[str, int] | None) -> tuple[int, dict[str, int], str, bool]:
+    """(cycle, expected counts, framing policy, resync?) shared by the two readers.
+
+    Shards missing or differing in size from their manifest are refused here,
+    by name, under `raise` (`tfpipe.records.shard_problems`); under `skip` they
+    are read (a missing one as nothing, reported: `_shard_notes`)."""
+    from tfpipe.native import tfrecord as native_tfrecord
+    from tfpipe.records import shard_problems, shard_record_counts
+
+    if not skip_framing:
+        problems = shard_problems(files)
+        if problems:  # every such shard, one line each
+            raise ManifestError("\n".join(problems.values()))
+    cycle = effective_cycle(cycle, len(files))
     if expected is None:
         expected = shard_record_counts(files)
     return (cycle, expected, "skip" if skip_framing else "raise",
             not compression and native_tfrecord.available())
+
+
+def _shard_notes(files: list[str]) -> tuple[list[bool], list[str], list[str]]:
+    """Per file, at build time: present?, the message if it is missing, and what a
+    clean read delivering another count than the manifest's would mean (compares
+    the size on disk with the manifest's num_bytes)."""
+    import os
+
+    from tfpipe.records import shard_sizes
+
+    sizes = shard_sizes(files)
+    present, missing, miscount = [], [], []
+    for f in files:
+        here = os.path.isfile(f)
+        present.append(here)
+        directory = os.path.dirname(os.path.abspath(f))
+        listed = sizes.get(f)
+        missing.append(
+            f"tfpipe: shard {f} is missing: the {listed[0] if listed else 'unknown number of'}"
+            " records the manifest lists are lost (pipeline.on_error=skip). Restore it, or "
+            f"run `tfpipe verify {directory} --salvage OUT` for a complete dataset without it.")
+        size = os.path.getsize(f) if here else -1
+        if listed is None or size == listed[1]:
+            why = ("the manifest is wrong, not the data (the file has the size the manifest "
+                   "says; its count was edited?)")
+        elif size < listed[1]:
+            why = (f"the file is {listed[1] - size} bytes shorter than the manifest says: it "
+                   "was cut between two records (or the manifest is wrong)")
+        else:
+            why = (f"the file is {size - listed[1]} bytes longer than the manifest says: it "
+                   "was rewritten after conversion (or the manifest is wrong)")
+        miscount.append(f"{why}. Run `tfpipe verify {directory} --salvage OUT` for a dataset "
+                        "whose manifest matches its records")
+    return present, missing, miscount
 
 
 def read_records(files: list[str], compression: str | None, cycle: int,
@@ -144,9 +217,11 @@ def read_records(files: list[str], compression: str | None, cycle: int,
 
     cycle, expected, policy, resync = _reader_setup(files, compression, cycle, skip_framing,
                                                     expected)
+    present, missing, miscount = _shard_notes(files)
     ids = tf.data.Dataset.from_tensor_slices(
         (tf.range(len(files), dtype=tf.int32), tf.constant(files),
-         tf.constant([int(expected.get(f, -1)) for f in files], tf.int64)))
+         tf.constant([int(expected.get(f, -1)) for f in files], tf.int64),
+         tf.constant(present), tf.constant(missing), tf.constant(miscount)))
     # Where each shard's fast reader stopped: shard id -> [records, bytes],
     # accumulated a block at a time. Like guarded_map's table it belongs to this
     # dataset; two iterators reading the same shard at the same moment would mix
@@ -156,7 +231,8 @@ def read_records(files: list[str], compression: str | None, cycle: int,
             key_dtype=tf.int64, value_dtype=tf.int64,
             default_value=tf.constant([0, 0], tf.int64))
 
-    def one_file(shard_id: tf.Tensor, path: tf.Tensor, want: tf.Tensor) -> tf.data.Dataset:
+    def one_file(shard_id: tf.Tensor, path: tf.Tensor, want: tf.Tensor, here: tf.Tensor,
+                 gone: tf.Tensor, note: tf.Tensor) -> tf.data.Dataset:
         key = tf.cast(shard_id, tf.int64)
         fast = tf.data.TFRecordDataset(path, compression_type=compression or "")
         # (index, record) between a start marker (index -2: the block holding it
@@ -188,8 +264,16 @@ def read_records(files: list[str], compression: str | None, cycle: int,
         head = fast.batch(64).map(count).unbatch()
         rest = tf.data.Dataset.from_tensors(shard_id).flat_map(
             lambda sid: _after_damage(sid, path, want, stopped.lookup(key), compression,
-                                      resync, policy, report_framing))
-        return head.concatenate(rest)
+                                      resync, policy, report_framing, note))
+        whole = head.concatenate(rest)
+        if all(present):
+            return whole
+        # a shard missing at build time (on_error: skip): reported, read as nothing;
+        # one of the two by `here` (take(0) never opens its input)
+        lost = tf.data.Dataset.from_tensors(shard_id).flat_map(
+            lambda sid: _missing(sid, path, want, gone, policy, report_framing))
+        on = tf.where(here, tf.constant(-1, tf.int64), 0)
+        return whole.take(on).concatenate(lost.take(-1 - on))
 
     # deterministic=True: the record order must not depend on thread timing,
     # since the sample index (and so the seed) comes from the position.
@@ -199,11 +283,28 @@ def read_records(files: list[str], compression: str | None, cycle: int,
                           num_parallel_calls=parallel or cycle, deterministic=True)
 
 
+def _missing(shard_id: tf.Tensor, path: tf.Tensor, want: tf.Tensor, message: tf.Tensor,
+             policy: str, report_framing: Callable[..., tf.Tensor]) -> tf.data.Dataset:
+    """A shard missing at build time: one report line per pass, its manifest count
+    in `skipped_counts()` and `framing_losses()` (offset -1), no records."""
+    fields = tf.stack([tf.constant(-1, tf.int64), want, want, tf.constant(0, tf.int64),
+                       tf.constant(0, tf.int64), tf.constant(0, tf.int64),
+                       tf.maximum(want, 0)])
+    reported = report_framing(path, tf.constant(True), message, fields, policy)
+    with tf.control_dependencies([reported]):
+        empty = tf.zeros([0], tf.int64) + tf.cast(shard_id, tf.int64) * 0
+    return tf.data.Dataset.from_tensor_slices(
+        (tf.cast(empty, tf.int32), empty, tf.zeros([0], tf.string)))
+
+
 def _after_damage(shard_id: tf.Tensor, path: tf.Tensor, want: tf.Tensor, stopped: tf.Tensor,
                   compression: str | None, resync: bool, policy: str,
-                  report_framing: Callable[..., tf.Tensor]) -> tf.data.Dataset:
-    """What follows a shard's fast read: nothing when it read the whole file;
-    else the report and, when `resync`, the intact records after the damage."""
+                  report_framing: Callable[..., tf.Tensor],
+                  note: tf.Tensor | str = "") -> tf.data.Dataset:
+    """What follows a shard's fast read: nothing when it read the whole file and
+    the records the manifest lists; else the report and, when `resync`, the
+    intact records after the damage. A clean read of another count than the
+    manifest's is reported too, with `note` (what that means: `_shard_notes`)."""
     n_read, offset = stopped[0], stopped[1]
     empty = tf.zeros([0], tf.int64)
     if resync:
@@ -249,13 +350,25 @@ def _after_damage(shard_id: tf.Tensor, path: tf.Tensor, want: tf.Tensor, stopped
         tf.strings.as_string(recovered),
         " intact after it (read, resynchronised)" if policy == "skip" and resync
         else " read after it", ", ", lost_text,
-        f" (pipeline.on_error={policy}). Run `tfpipe verify <dataset> --salvage OUT` to "
-        "rewrite the shard with every readable record."])
+        f" (pipeline.on_error={policy}). Run `tfpipe verify ",
+        tf.strings.regex_replace(path, "/[^/]*$", ""),
+        " --salvage OUT` for a complete dataset of every readable record."])
     # skipped_counts() gets the records lost; "unknown" (no manifest, garbage
     # skipped) counts as the known losses, at least the one damaged frame
     counted = tf.where(lost >= 0, lost, tf.maximum(known_lost, 1))
+    # no framing damage, but not the manifest's count (edited manifest, a shard cut
+    # between two records or rewritten): said precisely, never silently short
+    miscounted = tf.logical_and(tf.logical_not(damaged),
+                                tf.logical_and(want >= 0, delivered != want))
+    message = tf.where(miscounted, tf.strings.join([
+        "tfpipe: shard ", path, ": the manifest lists ", tf.strings.as_string(want),
+        " records, the shard holds ", tf.strings.as_string(delivered),
+        " intact records and ends cleanly: ", note, f" (pipeline.on_error={policy})."]),
+        message)
+    message = tf.reshape(message, [])  # a scalar: tf.print writes it without quotes
     fields = tf.stack([offset, lost, want, delivered, recovered, ranges, counted])
-    reported = report_framing(path, damaged, message, fields, policy)
+    reported = report_framing(path, tf.logical_or(damaged, miscounted), message, fields,
+                              policy)
     with tf.control_dependencies([reported]):
         starts = tf.identity(starts)
 
@@ -300,19 +413,20 @@ def read_serialized(files: list[str], compression: str | None, cycle: int,
     cycle, expected, policy, resync = _reader_setup(files, compression, cycle, skip_framing,
                                                     expected)
     wants = [int(expected.get(f, -1)) for f in files]
+    _, _, miscount = _shard_notes(files)
     intact = [resync and _intact(f, w, *_stamp(f)) for f, w in zip(files, wants)]
     if all(intact) and cycle == 1:  # one file after another: interleave(cycle 1)'s order
         return tf.data.TFRecordDataset(files, compression_type=compression or "")
     ids = tf.data.Dataset.from_tensor_slices(
         (tf.range(len(files), dtype=tf.int32), tf.constant(files),
-         tf.constant(wants, tf.int64), tf.constant(intact)))
+         tf.constant(wants, tf.int64), tf.constant(intact), tf.constant(miscount)))
     with tf.init_scope():  # shard id -> [records, bytes] the fast reader delivered
         stopped = tf.lookup.experimental.MutableHashTable(
             key_dtype=tf.int64, value_dtype=tf.int64,
             default_value=tf.constant([0, 0], tf.int64))
 
-    def one_file(shard_id: tf.Tensor, path: tf.Tensor, want: tf.Tensor, ok: tf.Tensor
-                 ) -> tf.data.Dataset:
+    def one_file(shard_id: tf.Tensor, path: tf.Tensor, want: tf.Tensor, ok: tf.Tensor,
+                 note: tf.Tensor) -> tf.data.Dataset:
         key = tf.cast(shard_id, tf.int64)
         fast = tf.data.TFRecordDataset(path, compression_type=compression or "")
         if all(intact):
@@ -336,7 +450,8 @@ def read_serialized(files: list[str], compression: str | None, cycle: int,
         head = fast.ignore_errors(log_warning=True).batch(block).map(count).unbatch()
         rest = tf.data.Dataset.from_tensors(shard_id).flat_map(
             lambda sid: _after_damage(sid, path, want, stopped.lookup(key), compression,
-                                      resync, policy, report_framing).map(lambda s, i, r: r))
+                                      resync, policy, report_framing, note
+                                      ).map(lambda s, i, r: r))
         tolerant = start.concatenate(head).concatenate(rest)
         if not any(intact):
             return tolerant

@@ -37,7 +37,15 @@ from tfpipe.records.schema import (
     infer_schema,
     known_feature,
 )
-from tfpipe.records.source import RecordSource, open_source, shard_record_counts, shard_sizes
+from tfpipe.records.source import (
+    RecordSource,
+    describe_shard,
+    open_source,
+    shard_entries,
+    shard_problems,
+    shard_record_counts,
+    shard_sizes,
+)
 from tfpipe.records.summary import record_summary, summarize
 from tfpipe.records.verify import VerifyReport, verify
 from tfpipe.records.writer import (
@@ -53,8 +61,9 @@ __all__ = [
     "DEFAULT_SHARD_SIZE", "DatasetSalvageReport", "FINDING_KINDS", "MANIFEST_NAME", "SCHEMA_VERSION", "VERSION_KEY",
     "FeatureSpec", "Finding", "RecordSource", "SalvageReport", "VerifyReport", "Manifest", "ManifestError", "RecordError", "Schema",
     "SchemaError", "ShardEntry", "ShardInfo", "ShardedWriter", "SkippedInput", "SplitInfo",
-    "classification_schema", "count_records", "decode_example", "detection_schema",
+    "classification_schema", "count_records", "decode_example", "describe_shard", "detection_schema",
     "encode_example", "encode_frame", "infer_schema", "is_jpeg", "jpeg_damage", "known_feature", "iter_frames", "masked_crc32c",
     "open_source", "parse_size", "record_summary", "salvage", "salvage_dataset", "summarize",
-    "verify", "scan", "scan_file", "schema_from_example", "shard_name", "shard_record_counts", "shard_sizes", "write_shard",
+    "verify", "scan", "scan_file", "schema_from_example", "shard_name", "shard_entries", "shard_problems",
+    "shard_record_counts", "shard_sizes", "write_shard",
 ]

@@ -79,22 +79,34 @@ def salvage(shard_path: str | os.PathLike[str], out_path: str | os.PathLike[str]
     return SalvageReport(source=src, out=info, records_kept=info.num_records, lost=lost)
 
 
+# What `salvage_dataset` repairs: damaged frames, missing shards, and shards the
+# manifest describes wrongly (their records are rewritten or linked, the new
+# manifest says what they hold). Bad images / boxes / labels and leftover files it
+# cannot repair; an unreadable manifest leaves it without a schema.
+SALVAGEABLE = ("missing-file", "size-mismatch", "checksum-mismatch", "count-mismatch")
+
+
 @dataclass
 class DatasetSalvageReport:
-    """What `salvage_dataset` did: the verify report it acted on and one
-    `SalvageReport` per damaged shard. ``records_lost`` uses the manifest's
-    count where there is one (kept vs listed settles what the bytes cannot)."""
+    """What `salvage_dataset` did: the verify report it acted on, one
+    `SalvageReport` per damaged shard (rewritten), the intact shards linked or
+    copied (``copied``: source -> output path) and the shards that were missing
+    (``missing``: path -> records the manifest listed). ``records_lost`` uses the
+    manifest's count where there is one (kept vs listed settles what the bytes
+    cannot)."""
 
     source: str
     out_dir: str
     verify: Any  # VerifyReport
     shards: list[SalvageReport] = field(default_factory=list)
     manifest_path: str | None = None
+    copied: dict[str, str] = field(default_factory=dict)
+    missing: dict[str, int] = field(default_factory=dict)
 
     @property
     def intact(self) -> bool:
-        """True when no shard had framing damage (nothing was written)."""
-        return not self.shards
+        """True when there was nothing to repair (nothing was written)."""
+        return not self.shards and not self.copied and not self.missing
 
     def records_lost(self, s: SalvageReport) -> tuple[int, bool]:
         """(records lost, exact?) for one salvaged shard."""
@@ -111,59 +123,101 @@ class DatasetSalvageReport:
             d["records_lost_per_manifest"] = None if expected is None else expected - s.records_kept
             shards.append(d)
         return {"source": self.source, "out_dir": self.out_dir, "intact": self.intact,
-                "manifest": self.manifest_path, "salvaged": shards}
+                "manifest": self.manifest_path, "salvaged": shards, "copied": self.copied,
+                "missing": self.missing}
+
+
+def _link_or_copy(src: str, dst: str) -> None:
+    """Hard-link `src` as `dst` (no second copy of the bytes), else copy it."""
+    import shutil
+
+    if os.path.lexists(dst):
+        os.remove(dst)
+    try:
+        os.link(src, dst)
+    except OSError:  # another file system, or links not allowed
+        shutil.copyfile(src, dst)
 
 
 def salvage_dataset(path: str | os.PathLike[str], out_dir: str | os.PathLike[str],
                     report: Any = None, deep: bool = False) -> DatasetSalvageReport:
-    """Salvage every shard of a dataset (or a lone shard) whose framing is damaged.
+    """Write a complete, readable copy of a dataset whose shards are damaged,
+    missing or described wrongly by its manifest.
 
-    ``report`` is a `verify` report of ``path`` (made here when not given).
-    Each damaged shard is rewritten under ``out_dir`` with the same name and
-    every intact record; for a dataset, ``out_dir/manifest.json`` lists those
-    shards (same schema, class names and compression; the lost byte ranges
-    under each split's ``skipped``) so ``verify(out_dir)`` checks them. An
-    intact dataset writes nothing (``.intact``).
+    ``report`` is a `verify` report of ``path`` (made here when not given). For
+    a dataset (manifest.json), every split goes to ``out_dir``: each damaged
+    shard rewritten with every intact record (`salvage`), each intact shard
+    hard-linked (or copied), a missing shard left out; the shards are named
+    ``{split}-{i:05d}-of-{n:05d}`` again over those written, and
+    ``out_dir/manifest.json`` lists them with their true counts, sizes and
+    sha256 (schema, class names, compression and the converter's skipped inputs
+    kept; what salvage lost added under each split's ``skipped``;
+    ``source.kind`` is ``salvage``). `build_pipeline` reads it like any converted
+    dataset. Without a manifest (a shard, a glob, a directory of shards), the
+    damaged shards are rewritten and the intact ones linked under their names.
+    A dataset with nothing to repair writes nothing (``.intact``).
     """
     from tfpipe.records.manifest import Manifest, ShardEntry, SkippedInput, SplitInfo
     from tfpipe.records.verify import verify
+    from tfpipe.records.writer import shard_name
 
     src = os.fspath(path)
     out = os.fspath(out_dir)
     if report is None:
         report = verify(src, deep=deep)
     result = DatasetSalvageReport(source=src, out_dir=out, verify=report)
-    damaged = report.damaged_files
-    if not damaged:
+    damaged = set(report.damaged_files)
+    if not damaged and not any(f.kind in SALVAGEABLE for f in report.findings):
         return result
-    if os.path.isdir(out) and os.path.samefile(out, src if os.path.isdir(src)
-                                               else os.path.dirname(src) or "."):
+    base = src if os.path.isdir(src) else os.path.dirname(src) or "."
+    if os.path.isdir(out) and os.path.samefile(out, base):
         raise ValueError(f"salvage would write into the dataset it reads ({src}); "
                          "choose another output directory")
     os.makedirs(out, exist_ok=True)
-    for f in damaged:
-        result.shards.append(salvage(f, os.path.join(out, os.path.basename(f))))
     if not report.manifest:
+        for f in sorted(report.file_records):
+            dst = os.path.join(out, os.path.basename(f))
+            if f in damaged:
+                result.shards.append(salvage(f, dst))
+            else:
+                _link_or_copy(f, dst)
+                result.copied[f] = dst
         return result
     manifest = Manifest.load(src)
-    directory = src if os.path.isdir(src) else os.path.dirname(src)
-    by_path = {os.path.abspath(p): name for name in manifest.splits
-               for p in manifest.shard_paths(directory, name)}
     splits: dict[str, SplitInfo] = {}
-    for s in result.shards:
-        split = by_path.get(os.path.abspath(s.source))
-        if split is None:  # damage in a file the manifest does not list
-            continue
-        info = splits.setdefault(split, SplitInfo())
-        info.shards.append(ShardEntry.from_info(s.out, out))
-        lost, exact = result.records_lost(s)
-        for f in s.lost:
-            info.skipped.append(SkippedInput(
-                f"{os.path.basename(s.source)}@{f.offset}",
-                f"{f.kind}: bytes [{f.offset}, {f.end}) lost by salvage ({f.message})"))
-        if not s.lost and lost:
-            info.skipped.append(SkippedInput(os.path.basename(s.source),
-                                             f"{lost} records lost by salvage"))
+    for split in sorted(manifest.splits):
+        listed = manifest.splits[split]
+        info = SplitInfo(skipped=list(listed.skipped))
+        paths = manifest.shard_paths(base, split)
+        present = [(e, f) for e, f in zip(listed.shards, paths) if os.path.isfile(f)]
+        for i, (entry, f) in enumerate(present):
+            dst = os.path.join(out, shard_name(split, i, len(present), manifest.compression))
+            if f in damaged:
+                s = salvage(f, dst)
+                result.shards.append(s)
+                info.shards.append(ShardEntry.from_info(s.out, out))
+                lost, _ = result.records_lost(s)
+                for finding in s.lost:
+                    info.skipped.append(SkippedInput(
+                        f"{os.path.basename(f)}@{finding.offset}",
+                        f"{finding.kind}: bytes [{finding.offset}, {finding.end}) lost by "
+                        f"salvage ({finding.message})"))
+                if not s.lost and lost:
+                    info.skipped.append(SkippedInput(os.path.basename(f),
+                                                     f"{lost} records lost by salvage"))
+                continue
+            _link_or_copy(f, dst)
+            result.copied[f] = dst
+            # the file's own count and hash, as verify found them (not the manifest's)
+            info.shards.append(ShardEntry(os.path.basename(dst), report.file_records[f],
+                                          os.path.getsize(dst), report.file_sha256[f]))
+        for entry, f in zip(listed.shards, paths):
+            if not os.path.isfile(f):
+                result.missing[f] = entry.num_records
+                info.skipped.append(SkippedInput(
+                    os.path.basename(f), f"shard missing: its {entry.num_records} records "
+                    "(as the manifest listed them) lost; salvage left it out"))
+        splits[split] = info
     salvaged = Manifest(schema=manifest.schema, splits=splits,
                         class_names=list(manifest.class_names),
                         compression=manifest.compression,

@@ -109,23 +109,18 @@ class RecordSource:
                                        num_parallel_reads=num_parallel_reads)
 
 
-def _resolve(path: str, split: str) -> tuple[list[str], Manifest | None, str | None]:
+def _resolve(path: str, split: str, check_files: bool = True
+             ) -> tuple[list[str], Manifest | None, str | None]:
     if os.path.isdir(path) or os.path.basename(path) == MANIFEST_NAME:
         manifest = Manifest.load(path)
         directory = path if os.path.isdir(path) else os.path.dirname(path)
         files = manifest.shard_paths(directory, split)
-        entries = manifest.splits[split].shards
         if not files:
             raise ManifestError(f"{directory}: split {split!r} has no shards in the manifest")
-        for f, e in zip(files, entries):
-            if not os.path.isfile(f):
-                raise ManifestError(f"{f}: shard listed in the manifest is missing "
-                                    "(run `tfpipe verify` on the dataset)")
-            size = os.path.getsize(f)
-            if size != e.num_bytes:
-                raise ManifestError(f"{f}: {size} bytes on disk, the manifest says "
-                                    f"{e.num_bytes}; the shard was changed or truncated "
-                                    "(run `tfpipe verify`)")
+        if check_files:
+            problems = shard_problems(files)
+            if problems:
+                raise ManifestError(next(iter(problems.values())))
         return files, manifest, manifest.compression
     files = sorted(f for f in globlib.glob(path) if os.path.isfile(f))
     if not files:
@@ -154,7 +149,7 @@ def _required_specs(required: Required) -> list[str | FeatureSpec]:
 
 
 def open_source(path_or_glob: str | os.PathLike[str], split: str = "train",
-                required: Required = None) -> RecordSource:
+                required: Required = None, *, check_files: bool = True) -> RecordSource:
     """Open a dataset directory (manifest checked) or a glob of shards.
 
     ``required`` lists features the reader needs (names or `FeatureSpec`). A
@@ -162,9 +157,14 @@ def open_source(path_or_glob: str | os.PathLike[str], split: str = "train",
     with its declared default (from the given spec, else tfpipe's standard
     spec for that key); with no default, `SchemaError` names the feature and
     the shard. Datasets newer than this tfpipe's `SCHEMA_VERSION` are refused.
+
+    ``check_files``: refuse a dataset whose shards are missing or differ in size
+    from the manifest (`shard_problems`; the default). False leaves them in
+    ``files`` for a reader that reads what it can and reports the rest (the
+    pipeline under ``on_error: skip``).
     """
     path = os.fspath(path_or_glob)
-    files, manifest, compression = _resolve(path, split)
+    files, manifest, compression = _resolve(path, split, check_files)
     per_file: list[tuple[str, Schema, int]] = []
     if manifest is not None:
         schema = manifest.schema
@@ -245,6 +245,13 @@ def _manifest_entries(files: Iterable[str | os.PathLike[str]]) -> dict[str, Shar
     return out
 
 
+def shard_entries(files: Iterable[str | os.PathLike[str]]) -> dict[str, ShardEntry]:
+    """For each file listed in the manifest.json of its own directory: path (as
+    given) -> its manifest entry (records, bytes, sha256). Files without a readable
+    manifest, or not listed in it, are left out (a glob of bare shards)."""
+    return _manifest_entries(files)
+
+
 def shard_record_counts(files: Iterable[str | os.PathLike[str]]) -> dict[str, int]:
     """For each file listed in the manifest.json of its own directory: path (as
     given) -> the number of records the manifest says it holds. Files without a
@@ -256,3 +263,57 @@ def shard_sizes(files: Iterable[str | os.PathLike[str]]) -> dict[str, tuple[int,
     """`shard_record_counts` with the bytes: path -> (records, bytes) as the
     manifest lists them (its `num_bytes`: what `check` verifies on disk)."""
     return {p: (e.num_records, e.num_bytes) for p, e in _manifest_entries(files).items()}
+
+
+def shard_problems(files: Iterable[str | os.PathLike[str]]) -> dict[str, str]:
+    """Shards listed in their directory's manifest that are missing or whose size
+    on disk differs from it: path (as given) -> one message naming the shard, what
+    is wrong with it (`describe_shard`) and the ways on. Empty when all match."""
+    out: dict[str, str] = {}
+    for p, entry in _manifest_entries(files).items():
+        directory = os.path.dirname(os.path.abspath(p))
+        ways = ("set pipeline.on_error: skip to read every readable record of the "
+                "dataset (the loss is reported), or run "
+                f"`tfpipe verify {directory} --salvage OUT` for a complete dataset "
+                "of the readable records with a manifest that matches them")
+        if not os.path.isfile(p):
+            out[p] = (f"{p}: shard listed in the manifest is missing; its "
+                      f"{entry.num_records} records cannot be read. Restore it, or {ways}")
+            continue
+        size = os.path.getsize(p)
+        if size != entry.num_bytes:
+            out[p] = (f"{p}: {size} bytes on disk, the manifest says {entry.num_bytes}: "
+                      f"{describe_shard(p, entry)}. To go on, {ways}")
+    return out
+
+
+def describe_shard(path: str | os.PathLike[str], entry: ShardEntry,
+                   compression: str | None = "auto") -> str:
+    """What a shard that disagrees with its manifest entry holds, from one scan of
+    its frames: damaged (where, how many whole records), or intact and so the
+    manifest (or a rewrite of the shard) is what differs."""
+    from tfpipe.records.framing import scan
+
+    p = os.fspath(path)
+    result = scan(p, compression)
+    listed = entry.num_records
+    bad = [f for f in result.findings if f.kind != "empty"]
+    if bad:
+        first = bad[0]
+        what = ("it was truncated" if first.kind == "truncated"
+                else f"its framing is damaged ({first.kind})")
+        return (f"{what} at byte {first.offset} (record {first.index}); "
+                f"{result.num_records} of the {listed} records the manifest lists are intact")
+    n = result.num_records
+    size = result.size
+    if n == listed:
+        return (f"all {n} records are intact (frames and CRCs to the end of the file) and "
+                "their count matches: the shard was rewritten after conversion, or the "
+                "manifest's num_bytes is wrong; the data itself is readable")
+    if size < entry.num_bytes and n < listed:
+        return (f"the manifest lists {listed} records, the shard holds {n} intact records "
+                f"and ends cleanly on a record boundary, {entry.num_bytes - size} bytes "
+                "short: it was cut between two records, or the manifest is wrong")
+    return (f"the manifest lists {listed} records, the shard holds {n} intact records "
+            "and ends cleanly: the shard was rewritten after conversion, or the manifest "
+            "is wrong; the data itself is readable")

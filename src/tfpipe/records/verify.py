@@ -20,7 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from tfpipe.errors import ManifestError, tf_error_text
+from tfpipe.errors import InputError, ManifestError, tf_error_text
 from tfpipe.records.codec import decode_example
 from tfpipe.records.framing import Finding, _Buffer, detect_compression, walk
 from tfpipe.records.imagecheck import is_jpeg, jpeg_damage
@@ -43,6 +43,11 @@ class VerifyReport:
     bytes_checked: int = 0
     manifest: bool = False
     expected_records: dict[str, int] = field(default_factory=dict)  # path -> manifest count
+    # what could not be checked (no manifest: counts, sizes, sha256), one line each
+    unchecked: list[str] = field(default_factory=list)
+    # every file scanned: path -> intact records; and its sha256 where it was hashed
+    file_records: dict[str, int] = field(default_factory=dict)
+    file_sha256: dict[str, str] = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
@@ -60,7 +65,7 @@ class VerifyReport:
                 "records_checked": self.records_checked, "bytes_checked": self.bytes_checked,
                 "findings": [f.to_dict() for f in self.findings],
                 "damaged_files": self.damaged_files,
-                "expected_records": self.expected_records}
+                "expected_records": self.expected_records, "unchecked": self.unchecked}
 
 
 def _sha256(path: str) -> str:
@@ -190,17 +195,49 @@ def _check_file(path: str, compression: str | None, report: VerifyReport,
         sha = _sha256(path)
     report.files_checked += 1
     report.records_checked += n
+    report.file_records[path] = n
+    if sha is not None:
+        report.file_sha256[path] = sha
     return n, sha
+
+
+NO_MANIFEST = ("no manifest.json: record counts, file sizes and sha256 (nothing to compare "
+               "them with); checked: the framing and CRCs of every record")
+_SHARD_SUFFIXES = (".tfrecord", ".tfrecord.gz", ".tfrec", ".tfrec.gz")
+
+
+def _bare_files(p: str) -> list[str] | None:
+    """The shards to check without a manifest: a glob's files, or the TFRecord
+    files of a directory (None: `p` is neither)."""
+    if os.path.isdir(p):
+        return sorted(f for f in globlib.glob(os.path.join(p, "*"))
+                      if os.path.isfile(f) and (SHARD_NAME_RE.match(os.path.basename(f))
+                                                or f.endswith(_SHARD_SUFFIXES)))
+    if not os.path.exists(p) and globlib.has_magic(p):
+        return sorted(f for f in globlib.glob(p) if os.path.isfile(f))
+    return None
+
+
+def _intact_note(report: VerifyReport, path: str, at: int) -> bool:
+    """Whether the scan of `path` (findings from index `at` on) found its frames intact."""
+    return not any(f.path == path and f.kind in RECORD_KINDS and f.kind != "empty"
+                   for f in report.findings[at:])
 
 
 def verify(path: str | os.PathLike[str], deep: bool = False,
            progress: Callable[[str], None] | None = None) -> VerifyReport:
-    """Check a dataset directory (with manifest.json) or a single shard file.
+    """Check a dataset directory (with manifest.json), a single shard file, a
+    glob of shards or a directory of shards without a manifest.
 
     Directory: manifest valid; every listed shard exists with the recorded
     size, sha256 and record count; every frame's CRCs; files the manifest does
-    not list. ``deep=True`` also decodes every image and checks boxes
-    (within [0, 1], min <= max) and labels (within the class list).
+    not list. A mismatch over a shard whose frames are all intact says so (the
+    manifest, or a rewrite, differs; not damage). Without a manifest every
+    frame's CRCs are checked and ``report.unchecked`` says what could not be
+    (counts, sizes, sha256); intact shards are then ``ok``. ``deep=True`` also
+    decodes every image and checks boxes (within [0, 1], min <= max) and labels
+    (within the class list, when a manifest gives one). A glob matching nothing
+    raises `InputError`.
     """
     p = os.fspath(path)
     report = VerifyReport(path=p, deep=deep)
@@ -208,8 +245,28 @@ def verify(path: str | os.PathLike[str], deep: bool = False,
         if progress:
             progress(p)
         _check_file(p, "auto", report, _DeepChecker(None) if deep else None)
+        report.unchecked.append(NO_MANIFEST)
         return report
     directory = p if os.path.isdir(p) else os.path.dirname(p)
+    bare = None if os.path.isfile(os.path.join(directory, MANIFEST_NAME)) \
+        and os.path.isdir(p) else _bare_files(p)
+    if bare is not None:  # a glob, or a directory without manifest.json
+        if not bare:
+            if not os.path.isdir(p):
+                raise InputError(f"no files match {p!r}; pass a dataset directory, a shard "
+                                 "file or a glob of shards")
+            report.findings.append(Finding(
+                "manifest", os.path.join(directory, MANIFEST_NAME), None, None,
+                f"no {MANIFEST_NAME} and no TFRecord files ({', '.join(_SHARD_SUFFIXES)}) "
+                f"in {directory}"))
+            return report
+        checker = _DeepChecker(None) if deep else None
+        for f in bare:
+            if progress:
+                progress(f)
+            _check_file(f, "auto", report, checker)
+        report.unchecked.append(NO_MANIFEST)
+        return report
     try:
         manifest = Manifest.load(p)
     except ManifestError as e:
@@ -238,14 +295,34 @@ def verify(path: str | os.PathLike[str], deep: bool = False,
             at = len(report.findings)  # the checksum finding goes before the frame findings
             n, sha = _check_file(f, manifest.compression, report, checker, entry.num_records,
                                  want_sha256=True)
+            # every frame and CRC valid to the end of the file: what disagrees is the
+            # manifest (or a rewrite of the shard), not damage; say which
+            intact = _intact_note(report, f, at)
             if sha != entry.sha256:
-                report.findings.insert(at, Finding(
-                    "checksum-mismatch", f, None, None,
-                    f"sha256 {sha[:16]}... differs from the manifest's {entry.sha256[:16]}..."))
+                msg = f"sha256 {sha[:16]}... differs from the manifest's {entry.sha256[:16]}..."
+                if intact and size == entry.num_bytes:
+                    msg += ("; its records are intact (every frame and CRC valid"
+                            + (", the count matches" if n == entry.num_records else "")
+                            + "): the manifest's sha256 is wrong, or the shard was rewritten "
+                            "after conversion")
+                elif intact:
+                    msg += ("; its records are intact (every frame and CRC valid): the shard "
+                            "was changed after conversion (see its size and count)")
+                report.findings.insert(at, Finding("checksum-mismatch", f, None, None, msg))
             if n != entry.num_records:
-                report.findings.append(Finding(
-                    "count-mismatch", f, None, None,
-                    f"{n} intact records, manifest says {entry.num_records}"))
+                if not intact:
+                    msg = f"{n} intact records, manifest says {entry.num_records}"
+                else:
+                    msg = (f"manifest says {entry.num_records} records, the shard holds {n} "
+                           "intact records and reads to its end (every frame and CRC valid): ")
+                    if sha == entry.sha256:
+                        msg += "the manifest is wrong, not the data"
+                    elif size < entry.num_bytes:
+                        msg += (f"the shard was cut between two records ({entry.num_bytes - size}"
+                                " bytes short), or the manifest is wrong")
+                    else:
+                        msg += "the shard was rewritten after conversion, or the manifest is wrong"
+                report.findings.append(Finding("count-mismatch", f, None, None, msg))
     for f in sorted(globlib.glob(os.path.join(directory, "*")) +
                     globlib.glob(os.path.join(directory, ".*"))):
         name = os.path.basename(f)
