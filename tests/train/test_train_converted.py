@@ -88,13 +88,14 @@ def test_fit_trains_every_epoch_on_converted_data(train_dataset, tmp_path):
 def test_epochs_yields_each_epoch_of_converted_data(train_dataset):
     cfg = imagenet(train_dataset)
     got = {e: [digest(x, y) for x, y in batches(ds)] for e, ds in tfpipe.train.epochs(cfg, 2)}
-    assert got == {0: _want(cfg, 0), 1: _want(cfg, 1)}
+    want = {0: _want(cfg, 0), 1: _want(cfg, 1)}
+    assert got == want
     assert len(got[0]) == STEPS and got[0] != got[1]
     # resumed at (1, 5): the rest of epoch 1
     position = tfpipe.train.PipelinePosition(cfg, epoch=1, step=5)
     rest = [[digest(x, y) for x, y in batches(ds)]
             for _, ds in tfpipe.train.epochs(cfg, 2, position=position)]
-    assert rest == [_want(cfg, 1)[5:]]
+    assert rest == [want[1][5:]]
 
 
 class _Crash(keras.callbacks.Callback):
