@@ -26,19 +26,21 @@ def record_files(tmp_path_factory) -> list[str]:
 
 @pytest.fixture(scope="session")
 def converted(tmp_path_factory) -> dict[str, str]:
-    """Classification (image folder) and detection (COCO JSON) datasets, converted."""
+    """Classification (image folder) and detection (COCO JSON) datasets, converted;
+    each train split holds at least one batch of every preset (cifar: 128, detection:
+    16), or the train build refuses the config (an epoch of 0 batches)."""
     from tfpipe import sample_data
     from tfpipe.convert import convert
 
     root = tmp_path_factory.mktemp("doctor-presets")
-    sample_data.make_image_folder(root / "folder", num_classes=2, per_class=4,
+    sample_data.make_image_folder(root / "folder", num_classes=2, per_class=140,
                                   size_range=(40, 60))
     convert(root / "folder", root / "cls", split="train=0.5,val=0.5", workers=1)
 
     coco = root / "coco"
     coco.mkdir()
     images, annotations = [], []
-    for i, jpeg in enumerate(sample_data.make_jpeg_bytes(4, seed=1)):
+    for i, jpeg in enumerate(sample_data.make_jpeg_bytes(48, seed=1)):
         name = f"{i}.jpg"
         (coco / name).write_bytes(jpeg)
         images.append({"id": i, "file_name": name})

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tfpipe.errors import TfpipeError
+from tfpipe.errors import ConfigError, TfpipeError
 from tfpipe.pipeline import batches_per_pass, build_pipeline, reset_skipped_counts, skipped_counts
 
 try:
@@ -97,10 +97,15 @@ def test_cardinality_is_the_manifests_batches_and_what_a_pass_yields(
         ("val", {}, (0, 2), math.ceil(sum(val_shards[0::2]) / 4)),
         ("train", {"pipeline.drop_remainder": False}, (2, many),
          math.ceil(len(range(2, N_TRAIN, many)) / 4)),
-        ("train", {"pipeline.batch_size": 7}, (0, many), len(range(0, N_TRAIN, many)) // 7),
     ]
     for split, over, worker, want in cases:
         assert batches_per_pass(_cfg(clean, **over), split, worker) == want, (split, over, worker)
+    # a worker's part smaller than one batch under drop_remainder: refused, not 0 batches
+    part = len(range(0, N_TRAIN, many))
+    assert part < 7
+    with pytest.raises(ConfigError, match=f"pipeline.batch_size: 7 is more than the {part} "
+                                          f"records of split 'train' \\(worker 0 of {many}'s"):
+        batches_per_pass(_cfg(clean, **{"pipeline.batch_size": 7}), "train", (0, many))
 
 
 def test_keras_fit_shows_progress_and_no_ran_out_of_data_warning(

@@ -20,7 +20,7 @@ from tfpipe.errors import ConfigError
 from tfpipe.pipeline import build_pipeline, set_epoch
 from tfpipe.train import PipelinePosition, ResumeError, epochs, restore
 
-from train_data import batches, config
+from train_data import batches, config, convert_raw
 
 
 def _same(a, b) -> None:
@@ -61,17 +61,19 @@ def test_step_is_the_rest_of_the_epoch_then_whole_epochs(train_dataset):
 def test_skipped_records_are_never_decoded(train_dataset, tmp_path):
     """A corrupt image in the skipped part: the full epoch fails (on_error:
     raise), the positioned one does not, so it never decoded the record."""
-    shutil.copytree(Path(train_dataset).parent, tmp_path / "d")
+    shutil.copytree(train_dataset, tmp_path / "d")
     first = tmp_path / "d" / "train-00000-of-00004.tfrecord"
     recs = list(tf.data.TFRecordDataset(str(first)).as_numpy_iterator())
-    bad = tf.train.Example(features=tf.train.Features(feature={
-        "image/encoded": tf.train.Feature(bytes_list=tf.train.BytesList(value=[b"not a jpeg"])),
-        "image/class/label": tf.train.Feature(int64_list=tf.train.Int64List(value=[0]))}))
+    # the converter's record, its image overwritten in place (the same length: the
+    # shard keeps the size its manifest states)
+    bad = tf.train.Example.FromString(recs[0])
+    image = bad.features.feature["image/encoded"].bytes_list.value
+    image[:] = [b"x" * len(image[0])]
     with tf.io.TFRecordWriter(str(first)) as w:
         for r in [bad.SerializeToString()] + recs[1:]:
             w.write(r)
     # no shuffle: the stream starts with shard 0's first record (the bad one)
-    cfg = config(str(tmp_path / "d" / "train-*.tfrecord"),
+    cfg = config(str(tmp_path / "d"),
                  **{"pipeline.shuffle_buffer": 1, "pipeline.on_error": "raise"})
     with pytest.raises(tf.errors.InvalidArgumentError, match="bad record 0"):
         batches(build_pipeline(cfg))
@@ -79,11 +81,11 @@ def test_skipped_records_are_never_decoded(train_dataset, tmp_path):
     assert len(good) == 7
 
 
-def test_bad_step_and_set_epoch_on_eval(train_dataset):
+def test_bad_step_and_set_epoch_on_eval(train_dataset, split_dataset):
     with pytest.raises(ConfigError, match="step must be an integer >= 0"):
         build_pipeline(config(train_dataset), step=-1)
     with pytest.raises(Exception, match="set_epoch: needs a train dataset"):
-        set_epoch(build_pipeline(config(train_dataset), split="validation"), 1)
+        set_epoch(build_pipeline(config(split_dataset), split="val"), 1)
 
 
 def test_position_round_trips_through_a_checkpoint(train_dataset, tmp_path):
@@ -115,15 +117,16 @@ def test_refuses_another_config(train_dataset, tmp_path, over, named):
 
 
 def test_refuses_changed_data(train_dataset, tmp_path):
-    shutil.copytree(Path(train_dataset).parent, tmp_path / "d")
-    cfg = config(str(tmp_path / "d" / "train-*.tfrecord"))
+    """The data re-converted with one image fewer (a new manifest) under the same
+    path: the checkpoint of the old data is refused."""
+    shutil.copytree(train_dataset, tmp_path / "d")
+    cfg = config(str(tmp_path / "d"))
     pos = PipelinePosition(cfg)
     path = tf.train.Checkpoint(position=pos).save(str(tmp_path / "c"))
-    shard = tmp_path / "d" / "train-00003-of-00004.tfrecord"
-    recs = list(tf.data.TFRecordDataset(str(shard)).as_numpy_iterator())
-    with tf.io.TFRecordWriter(str(shard)) as w:  # one record fewer
-        for r in recs[:-1]:
-            w.write(r)
+    shutil.copytree(Path(train_dataset).parent / "raw", tmp_path / "raw")
+    shutil.rmtree(tmp_path / "raw" / "c63")
+    shutil.rmtree(tmp_path / "d")
+    convert_raw(tmp_path / "raw", tmp_path / "d")
     other = PipelinePosition(cfg)
     with pytest.raises(ResumeError, match="dataset .* changed since checkpoint"):
         restore(tf.train.Checkpoint(position=other), other, path)

@@ -1,8 +1,10 @@
 """The small dataset and configs of tests/train (also imported by train_child.py).
 
-64 photos (JPEG, some PNG, some grayscale), 4 shards of 16. The label of record
-i is i itself (64 classes), so a batch's labels say exactly which records it
-holds: "disjoint parts that together are the epoch" is checked on them.
+64 photos (JPEG, some PNG, some grayscale) written the way users write data: a
+class-folder tree converted by `tfpipe.convert` (4 shards of 16 records and a
+manifest.json; `data.path` is the output directory). Each image is alone in
+its class folder `c00` .. `c63`, so the label of a record names the record (64
+classes): "disjoint parts that together are the epoch" is checked on labels.
 """
 
 from __future__ import annotations
@@ -16,32 +18,42 @@ NUM = 64
 SHARDS = 4
 
 
-def write_dataset(out: Path) -> str:
-    import tensorflow as tf
-
+def write_raw(out: Path, num: int = NUM) -> Path:
+    """`out/c<i>/<i>.jpg|png`: one small image per class folder (record i -> label i)."""
     from tfpipe import sample_data
 
     rng = np.random.default_rng(7)
     photos = list(sample_data.source_photos().values())
-    out.mkdir(parents=True, exist_ok=True)
-    writers = [tf.io.TFRecordWriter(str(out / f"train-{s:05d}-of-{SHARDS:05d}.tfrecord"))
-               for s in range(SHARDS)]
-    for i in range(NUM):
+    for i in range(num):
         img = sample_data.random_crop(photos[i % len(photos)], rng, (40, 72))
         fmt = "png" if i % 7 == 3 else "jpeg"
         if i % 11 == 5:
             img = img.mean(axis=2).astype(np.uint8)
-        feat = {
-            "image/encoded": tf.train.Feature(bytes_list=tf.train.BytesList(
-                value=[sample_data.encode(img, fmt)])),
-            "image/format": tf.train.Feature(bytes_list=tf.train.BytesList(value=[fmt.encode()])),
-            "image/class/label": tf.train.Feature(int64_list=tf.train.Int64List(value=[i])),
-        }
-        ex = tf.train.Example(features=tf.train.Features(feature=feat))
-        writers[i % SHARDS].write(ex.SerializeToString())
-    for w in writers:
-        w.close()
-    return str(out / "train-*.tfrecord")
+        (out / f"c{i:02d}").mkdir(parents=True, exist_ok=True)
+        (out / f"c{i:02d}" / f"{i}.{'png' if fmt == 'png' else 'jpg'}").write_bytes(
+            sample_data.encode(img, fmt))
+    return out
+
+
+def convert_raw(raw: Path, out: Path, shards: int = SHARDS,
+                split: dict[str, float] | None = None) -> str:
+    """`tfpipe.convert` of `raw` into `out` (default all in train, `shards` shards
+    per split of it all); -> `out`."""
+    from tfpipe.convert import convert
+
+    total = sum(f.stat().st_size + 200 for f in raw.rglob("*") if f.is_file())
+    # the plan's shard count is ceil(bytes (+ 200 per record) / shard_size)
+    convert(str(raw), str(out), split=split or {"train": 1.0},
+            shard_size=-(-total // shards), workers=1, seed=0)
+    return str(out)
+
+
+def write_dataset(out: Path) -> str:
+    """The converted dataset under `out/data` (raw images under `out/raw`); -> data.path."""
+    data = convert_raw(write_raw(out / "raw"), out / "data")
+    assert len(list(Path(data).glob("train-*.tfrecord"))) == SHARDS
+    assert (Path(data) / "manifest.json").is_file()
+    return data
 
 
 def config(path: str, **over) -> dict:

@@ -173,6 +173,12 @@ def measure(dataset: Any, warmup: int = 5, steps: int = 50, *,
         cpu_end = time.process_time()
     timed = len(latencies)
     warmup_s = t_start - t0
+    if step == 0:  # not even repeated: the epoch itself is empty
+        raise ValueError("the dataset produced no batch: a train split with "
+                         "pipeline.drop_remainder: true and fewer records than "
+                         "pipeline.batch_size gives none; set a smaller pipeline.batch_size "
+                         "or pipeline.drop_remainder: false (or see `tfpipe verify`: every "
+                         "record skipped as bad)")
     if timed == 0:
         raise ValueError(f"the dataset produced only {step} steps, fewer than warmup={warmup} + 1")
     wall = max(t_end - t_start - bookkeeping, 1e-9)

@@ -748,6 +748,54 @@ CHECKS: dict[str, Callable[[Context], CheckResult]] = {
 }
 
 
+# checks that read no batch of the train pipeline
+_NO_BATCHES = ("records", "multiworker")
+
+
+def _no_batch(ctx: Context) -> str:
+    """Why a train epoch had no batch, with the records counted (no manifest)."""
+    from tfpipe.records import open_source
+
+    s = ctx.settings
+    try:
+        n = open_source(s.data_path, split="train").num_records  # framing walk, no decode
+    except Exception:  # noqa: BLE001 - the count is a bonus; the finding stands
+        return (f"the train pipeline produced no batch: with pipeline.drop_remainder "
+                f"{s.drop_remainder}, fewer records than pipeline.batch_size: {s.batch_size} "
+                "give none; set a smaller pipeline.batch_size or pipeline.drop_remainder: false")
+    if s.drop_remainder and n < s.batch_size:
+        return (f"the train pipeline produced no batch: pipeline.batch_size: {s.batch_size} is "
+                f"more than the {n} records of split 'train' (counted: no manifest), and "
+                f"pipeline.drop_remainder is true; set pipeline.batch_size to at most {n} or "
+                "pipeline.drop_remainder: false")
+    return (f"the train pipeline produced no batch from {n} records (pipeline.batch_size: "
+            f"{s.batch_size}); is every record skipped as bad? run `tfpipe verify`")
+
+
+def _preflight(ctx: Context, names: Sequence[str]) -> None:
+    """One error, before any check, for a train epoch of no batch (each check would
+    otherwise FAIL on it, or pass vacuously over 0 batches)."""
+    from tfpipe.errors import ConfigError
+    from tfpipe.pipeline import batches_per_pass
+
+    if all(x in _NO_BATCHES for x in names):  # e.g. --only records: the data, not batches
+        return
+    try:  # with a manifest: ConfigError naming pipeline.batch_size and the count
+        n = batches_per_pass(ctx.config)
+    except ConfigError:
+        raise
+    except Exception:  # noqa: BLE001 - a missing or damaged dataset: the checks report it
+        return
+    if n is not None:
+        return
+    try:
+        empty = not ctx.first_batches()
+    except Exception:  # noqa: BLE001 - a pipeline that fails: the checks report it
+        return
+    if empty:
+        raise ConfigError(_no_batch(ctx))
+
+
 def run_checks(config: Any, overrides: Sequence[str] = (), *, batches: int = 3,
                builder: Builder | None = None, only: Sequence[str] | None = None,
                progress: Callable[[CheckResult], None] | None = None) -> list[CheckResult]:
@@ -764,6 +812,7 @@ def run_checks(config: Any, overrides: Sequence[str] = (), *, batches: int = 3,
     if unknown:
         raise ValueError(f"unknown checks {unknown}; allowed: {list(CHECKS)}")
     ctx = Context(cfg, s, builder or default_builder, batches=batches)
+    _preflight(ctx, names)
     results = []
     for n in names:
         try:

@@ -41,7 +41,8 @@ def command(config: str, out: str, n: int, split: str, epoch: int, set_options: 
                               indent=2))
         return
     note = (f"; a partial batch: the split has fewer records than pipeline.batch_size="
-            f"{cfg.pipeline.batch_size}, which training with drop_remainder: true skips"
+            f"{cfg.pipeline.batch_size}, which training with drop_remainder: true refuses "
+            "(set a smaller pipeline.batch_size or pipeline.drop_remainder: false)"
             if info.get("partial_batch") else "")
     if info.get("device_stage"):
         note += "; augment.pixel_stage: device: shown after the device stage (run on the CPU)"

@@ -347,6 +347,13 @@ def _batches(s: Settings, split: str, src: Source, files: list[str],
     else:
         records = sum(counts[f] for f in files)
     drop = s.drop_remainder if split in TRAIN_SPLITS else False
+    if drop and records < s.batch_size:  # an epoch of 0 batches: Keras would train 0 steps
+        part = f"worker {wi} of {wc}'s part, " if wc > 1 else ""
+        raise ConfigError(
+            f"pipeline.batch_size: {s.batch_size} is more than the {records} records of split "
+            f"{split!r} ({part}from the manifest of {s.data_path}), and "
+            f"pipeline.drop_remainder is true: every epoch would have 0 batches; set "
+            f"pipeline.batch_size to at most {records} or pipeline.drop_remainder: false")
     return records // s.batch_size if drop else -(-records // s.batch_size)
 
 

@@ -19,6 +19,8 @@ import numpy as np
 import tensorflow as tf
 from PIL import Image, ImageDraw, ImageFont
 
+from tfpipe.errors import ConfigError
+
 # Distinct, colour-blind-friendly box colours (Okabe-Ito), indexed by class id.
 PALETTE = [(230, 159, 0), (86, 180, 233), (0, 158, 115), (240, 228, 66),
            (0, 114, 178), (213, 94, 0), (204, 121, 167), (255, 255, 255)]
@@ -222,8 +224,13 @@ def render_preview(config: Any, out_png: str | os.PathLike[str], n: int = 16, sp
     partial = False
     staged = split == "train" and s.pixel_stage == "device"
     try:
-        samples = collect_samples(_model_batches(build_pipeline(config, split, epoch), config,
-                                                 staged), n)
+        try:
+            samples = collect_samples(_model_batches(build_pipeline(config, split, epoch),
+                                                     config, staged), n)
+        except ConfigError:  # fewer records than one batch (the manifest says): below
+            if not s.drop_remainder:
+                raise
+            samples = []
         if not samples and s.drop_remainder:
             # fewer records than one batch: preview the partial batch training drops
             from tfpipe.config import load_config

@@ -10,6 +10,7 @@ time (RSS, docs/performance.md "Epochs helper").
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator
 from typing import Any
 
@@ -19,6 +20,26 @@ from tfpipe.errors import ConfigError
 from tfpipe.pipeline import build_pipeline, set_epoch
 from tfpipe.train._distribute import distribute
 from tfpipe.train._position import PipelinePosition
+
+# WARNING: seen on stderr without any logging set-up (a run that did not start
+# fresh is worth a line: an old checkpoint directory resumes silently otherwise)
+_log = logging.getLogger("tfpipe.train")
+
+
+def log_resume(position: PipelinePosition, num_epochs: int) -> None:
+    """One line when `position` is not a fresh start: the (epoch, step) the run
+    resumes at and the checkpoint it came from (`restore`)."""
+    epoch, step = position.value()
+    source = getattr(position, "_restored_from", None)
+    if source is None and (epoch, step) == (0, 0):
+        return
+    where = (f"checkpoint {source}" if source is not None
+             else "the position given (no checkpoint restored)")
+    if epoch >= num_epochs:
+        _log.warning("nothing left to train: %s is at epoch %d, step %d, and the run has "
+                     "%d epochs", where, epoch, step, num_epochs)
+    else:
+        _log.warning("resuming training at epoch %d, step %d from %s", epoch, step, where)
 
 
 def epochs(config: Any, num_epochs: int, *, position: PipelinePosition | None = None,
@@ -40,6 +61,7 @@ def epochs(config: Any, num_epochs: int, *, position: PipelinePosition | None = 
         if position.split != split:
             raise ConfigError(f"epochs: the position counts split {position.split!r}, "
                               f"not {split!r}")
+        log_resume(position, num_epochs)
     else:
         step = 0
     if strategy is not None:

@@ -24,6 +24,7 @@ import tensorflow as tf
 
 from tfpipe.errors import ConfigError
 from tfpipe.pipeline import build_pipeline, device_stage, set_epoch, settings
+from tfpipe.train._epochs import log_resume
 from tfpipe.train._position import PipelinePosition, restore
 
 
@@ -165,6 +166,7 @@ def fit(model: keras.Model, config: Any, epochs: int, directory: str | os.PathLi
     position = position if position is not None else PipelinePosition(config, split)
     manager = checkpoint(model, position, directory, max_to_keep)
     restore(manager, position)
+    log_resume(position, epochs)
     epoch, step = position.value()
     ds = build_pipeline(config, split, epoch=epoch, step=step, as_supervised=True)
     # pixel_stage device: the train step runs the device stage first (checkpoint,

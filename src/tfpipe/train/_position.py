@@ -197,4 +197,5 @@ def restore(manager: tf.train.CheckpointManager | tf.train.Checkpoint,
                           "into the checkpoint (tf.train.Checkpoint(..., position=position))")
     ckpt.restore(path).expect_partial()
     position.verify(where=f"checkpoint {path}")
+    position._restored_from = path  # noqa: SLF001 - `fit` / `epochs` say where a run resumed
     return True
