@@ -56,7 +56,14 @@ def run_reporting_errors(fn: Callable[[], T], debug: bool = False) -> T:
     """Run `fn`; an exception that is not click's own ends the process with one line."""
     try:
         return fn()
-    except (click.exceptions.Exit, click.ClickException, click.Abort, SystemExit):
+    except click.ClickException as exc:
+        # click's usage errors keep their usage text (exit 2); a verb's own
+        # ClickException (exit 1, "Error: ...") reads like every other error here.
+        if debug or isinstance(exc, click.UsageError) or exc.exit_code != 1:
+            raise
+        click.echo(f"error: {exc.format_message()}", err=True)
+        raise SystemExit(EXIT_ERROR) from None
+    except (click.exceptions.Exit, click.Abort, SystemExit):
         raise
     except KeyboardInterrupt:
         if debug:
