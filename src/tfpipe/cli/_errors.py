@@ -36,6 +36,10 @@ def describe(exc: BaseException) -> str:
         if isinstance(exc, tf.errors.DataLossError) and "verify" not in msg:
             msg += f"; {DAMAGED_HINT}"
         return msg
+    from tfpipe.switches import SwitchError
+
+    if isinstance(exc, SwitchError):  # names the variable and its allowed values
+        return str(exc)
     if isinstance(exc, ConfigError):
         source = getattr(exc, "source", None)
         head = (f"invalid config {source}" if source and source != "<mapping>"
