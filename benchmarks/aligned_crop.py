@@ -1,18 +1,20 @@
 """The fused decode's aligned crop request, alone: TfpipeDecodeCropResizeBlock's
-process CPU time per image with it (default) and with TFPIPE_ALIGNED_CROP=0 (the
-window itself: TF realigns every decoded row with a memcpy), alternating.
+process CPU time per image with it (default) and inside `jpeg.unaligned_crop()`
+(the op's `aligned_crop: false` attr: the window itself, so TF realigns every
+decoded row with a memcpy), alternating.
 
     PYTHONPATH=src .venv/bin/python benchmarks/aligned_crop.py --jpegs /tmp/pb/raw --rounds 10
 
 `--jpegs`: an image folder (class/NNNNN.jpg, pipeline_bench.py's --work/raw). Blocks
 of 64 JPEGs, random-resized-crop windows (scale 0.08-1), 224x224 uint8 rows, each
-setting in a fresh tf.function (the kernels read the variable when constructed);
+setting in a fresh tf.function (the attr is set when the op is built);
 also checks both give the same bytes.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
 import time
@@ -52,8 +54,8 @@ def main(argv: list[str] | None = None) -> int:
     first: dict[str, np.ndarray] = {}
     for rnd in range(args.rounds):
         for name in ["aligned", "unaligned"][::1 if rnd % 2 == 0 else -1]:
-            os.environ["TFPIPE_ALIGNED_CROP"] = "1" if name == "aligned" else "0"
-            f = make()
+            with (contextlib.nullcontext() if name == "aligned" else jpeg.unaligned_crop()):
+                f = make()
             first[name] = f(tf.constant(blocks[0])).numpy()  # builds the kernels; warm-up
             c0, n = time.process_time(), 0
             for _ in range(3):
@@ -61,7 +63,6 @@ def main(argv: list[str] | None = None) -> int:
                     f(tf.constant(b))
                     n += len(b)
             res[name].append(1000 * (time.process_time() - c0) / n)
-    os.environ.pop("TFPIPE_ALIGNED_CROP")
     for k, v in res.items():
         print(f"{k:10s} CPU-ms/img: median {np.median(v):.3f} (range {min(v):.3f}-{max(v):.3f})")
     ratios = [u / a for u, a in zip(res["unaligned"], res["aligned"])]

@@ -109,21 +109,12 @@ def albu_fn(transform) -> Callable:
     return fn
 
 
-@contextlib.contextmanager
-def _native_off():
-    old = os.environ.get(native.ENV)
-    os.environ[native.ENV] = "0"
-    try:
-        yield
-    finally:
-        if old is None:
-            del os.environ[native.ENV]
-        else:
-            os.environ[native.ENV] = old
+def _native_off() -> contextlib.AbstractContextManager:
+    return native.pure_tf()  # what TFPIPE_NATIVE=0 gives a whole process
 
 
 def pure_tf(fn: Callable) -> Callable:
-    """`fn` traced with TFPIPE_NATIVE=0: tf.data traces the map function when the
+    """`fn` traced inside native.pure_tf() (= TFPIPE_NATIVE=0): tf.data traces the map function when the
     dataset is built, so the kernel choice is fixed into that graph."""
     def wrapped(x: tf.Tensor, s: tf.Tensor) -> tf.Tensor:
         with _native_off():

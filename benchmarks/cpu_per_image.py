@@ -12,7 +12,7 @@ alternating order over `--rounds`. Same data and configs as pipeline_bench.py.
 Variants: f32 (the block path: the op's write-out), f32-compose (write-out off:
 uint8 blocks, L3 + normalize in compose), u8, u8-compose, ref (full decode_jpeg,
 tfpipe threading: pipeline_bench's reference), crop (decode-and-crop only),
-f32-unaligned (f32 with TFPIPE_ALIGNED_CROP=0 while it runs: the fused decode asks
+f32-unaligned (f32 built inside `jpeg.unaligned_crop()`: the fused decode asks
 for the window itself, so TF realigns every decoded row with a memcpy; not in the
 default --only).
 """
@@ -59,15 +59,11 @@ def main(argv: list[str] | None = None) -> int:
         "u8-compose": lambda: pb.write_out_off(build_pipeline, c8),
         "ref": lambda: B.decode_only_like(c, npc),
         "crop": lambda: B.decode_only_like(c, npc, crop=True),
-        "f32-unaligned": lambda: build_pipeline(c, "train"),
+        "f32-unaligned": lambda: _unaligned(build_pipeline, c),
     }
-    # set while the variant runs: the kernels read it when constructed (first run)
-    env = {"f32-unaligned": {"TFPIPE_ALIGNED_CROP": "0"}}
     names = args.only.split(",")
     for rnd in range(args.rounds):
         for name in names if rnd % 2 == 0 else names[::-1]:
-            saved = {k: os.environ.get(k) for k in env.get(name, {})}
-            os.environ.update(env.get(name, {}))
             it = iter(variants[name]().repeat())
             for _ in range(5):
                 next(it)
@@ -80,12 +76,16 @@ def main(argv: list[str] | None = None) -> int:
             print(f"round {rnd + 1}: {name:12s} {n / dt:7.0f} img/s  {1000 * dc / n:.3f} "
                   f"CPU-ms/img  (load {os.getloadavg()[0]:.1f})", flush=True)
             del it
-            for k, v in saved.items():
-                if v is None:
-                    os.environ.pop(k, None)
-                else:
-                    os.environ[k] = v
     return 0
+
+
+def _unaligned(build, cfg):
+    """The pipeline built inside `jpeg.unaligned_crop()` (the fused ops' attr is set
+    when they are traced, here)."""
+    from tfpipe.native import jpeg
+
+    with jpeg.unaligned_crop():
+        return build(cfg, "train")
 
 
 if __name__ == "__main__":

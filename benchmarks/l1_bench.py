@@ -163,17 +163,13 @@ def _native_available() -> bool:
 
 
 def _native_off(build: Callable[[], tf.data.Dataset]) -> Callable[[], tf.data.Dataset]:
-    """Build with TFPIPE_NATIVE=0: the pure-TF fallback (decided when traced)."""
+    """Build inside `tfpipe.native.pure_tf()`: the pure-TF fallback (decided when
+    traced; what TFPIPE_NATIVE=0 gives a whole process)."""
     def run() -> tf.data.Dataset:
-        saved = os.environ.get("TFPIPE_NATIVE")
-        os.environ["TFPIPE_NATIVE"] = "0"
-        try:
+        from tfpipe.native import pure_tf
+
+        with pure_tf():
             return build()
-        finally:
-            if saved is None:
-                del os.environ["TFPIPE_NATIVE"]
-            else:
-                os.environ["TFPIPE_NATIVE"] = saved
     return run
 
 

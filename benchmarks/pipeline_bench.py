@@ -162,13 +162,9 @@ def write_out_off(build, cfg):
     batch) -- what fusing them into the op's per-row write-out buys."""
     from tfpipe.pipeline import _block
 
-    saved = _block._WRITE_OUT_ON
-    _block._WRITE_OUT_ON = False
-    try:
-        with _block.forced(True):  # the block path even past the record-size rule
-            return build(cfg, "train")
-    finally:
-        _block._WRITE_OUT_ON = saved
+    # the block path even past the record-size rule
+    with _block.write_out(False), _block.forced(True):
+        return build(cfg, "train")
 
 
 def pipeline_map_parallelism(cfg) -> int:

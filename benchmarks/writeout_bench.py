@@ -22,7 +22,7 @@ the op: TF's allocator reuses its memory, where a fresh NumPy float32 batch,
 above glibc's mmap threshold, faults in every page). `--threads` sets TF's
 intra-op pool (the op shards images over it). Run the same command against two
 trees (PYTHONPATH=...) back to back to compare kernels, and with
-TFPIPE_NATIVE_ISA=baseline for the SSE2 loops; the floors are the common
+--baseline-isa for the SSE2 loops (the ops' `isa` attr); the floors are the common
 denominator. `--check FILE` saves (or, when FILE exists, compares) the outputs'
 bytes, so two trees can be shown to agree bit for bit.
 """
@@ -30,6 +30,7 @@ bytes, so two trees can be shown to agree bit for bit.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import hashlib
 import json
 import os
@@ -46,6 +47,9 @@ import numpy as np  # noqa: E402
 MEAN, STD = [0.485, 0.456, 0.406], [0.229, 0.224, 0.225]
 
 
+_STACK = contextlib.ExitStack()
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--batch", type=int, default=64)
@@ -55,6 +59,8 @@ def main() -> None:
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--check", type=Path, default=None)
     p.add_argument("--only", action="append", default=[])
+    p.add_argument("--baseline-isa", action="store_true",
+                   help="run the kernels' baseline (SSE2) loops: tfpipe.native.baseline_isa()")
     a = p.parse_args()
 
     import tensorflow as tf
@@ -66,6 +72,8 @@ def main() -> None:
     from tfpipe.pipeline import fast
     from tfpipe.sample_data import source_photos
 
+    if a.baseline_isa:  # ops are created eagerly below, on this thread, inside it
+        _STACK.enter_context(native.baseline_isa())
     st = native.status()
     print(f"native: {st['active']} ({st['detail']}); tf intra-op threads {a.threads}")
     src = list(source_photos().values())

@@ -14,7 +14,7 @@ from pathlib import Path
 
 SRC = Path(__file__).resolve().parents[1] / "src" / "tfpipe"
 
-LEAVES = {"errors", "system", "native", "sample_data", "_tf", "_version", "envinfo"}
+LEAVES = {"errors", "system", "native", "sample_data", "_tf", "_version", "envinfo", "switches"}
 # package -> the internal packages it may import (besides itself and the leaves)
 ALLOWED: dict[str, set[str]] = {
     "seeds": set(),

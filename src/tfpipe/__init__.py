@@ -8,10 +8,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from tfpipe._tf import require_tensorflow
+from tfpipe._tf import quiet_tensorflow_start, require_tensorflow
 from tfpipe._version import __version__
 
 require_tensorflow()
+# Before TensorFlow is imported (it is imported lazily, by the first verb or
+# build): its C++ INFO start-up lines stay off stderr unless TF_CPP_MIN_LOG_LEVEL
+# is set (tfpipe._tf; docs/config.md, "Logging").
+quiet_tensorflow_start()
 
 __all__ = ["__version__", "load_config", "build_pipeline"]
 _SUBPACKAGES = ("augment", "bench", "config", "convert", "doctor", "export", "features",

@@ -1,4 +1,5 @@
-"""What this process runs on: TensorFlow build, devices, XLA, CPUs and RAM.
+"""What this process runs on: TensorFlow build, devices, XLA, CPUs and RAM, and
+tfpipe's environment switches.
 
 `os.cpu_count()` is shown next to `available_cpus()` on purpose: in a
 CPU-limited container they differ, and pipelines sized from the former
@@ -12,6 +13,7 @@ import platform
 import sys
 from typing import Any
 
+from tfpipe import switches
 from tfpipe._version import __version__
 from tfpipe.system import available_cpus, available_memory_bytes
 
@@ -51,6 +53,9 @@ def collect() -> dict[str, Any]:
         "platform": platform.platform(),
         "cpus": {"available": available_cpus(), "os_cpu_count": os.cpu_count()},
         "memory_bytes": {"available": available_memory_bytes()},
+        # tfpipe's environment switches (tfpipe.switches; docs/config.md)
+        "switches": {r["name"]: {k: v for k, v in r.items() if k != "name"}
+                     for r in switches.describe()},
     }
     try:
         import psutil

@@ -352,3 +352,58 @@ def test_records_check_passes_on_intact_data(converted) -> None:
     cfg = load_config({"base": "imagenet", "data": {"path": converted, "image_size": [32, 32]}})
     (r,) = C.run_checks(cfg, only=["records"])
     assert r.passed and r.detail == "every record the manifest lists is read (train 36 of 36)"
+
+
+# ------------------------------------------------ what check tells the user (issue 22, item 11)
+
+def test_bad_input_self_test_keeps_its_damage_messages_out_of_the_users_output(
+        tiny_config, capfd) -> None:
+    """The self-test damages temporary copies on purpose; the pipeline's damage lines
+    about them (written by the graph to fd 2) must not reach the user's stderr,
+    where they read as damage in the user's data. The check itself says the
+    damage was reported, and where."""
+    capfd.readouterr()
+    (r,) = C.run_checks(tiny_config, only=["bad_input"])
+    out, err = capfd.readouterr()
+    assert r.passed, r.detail
+    assert "tfpipe-check-" not in out + err
+    assert [ln for ln in err.splitlines() if "framing damage" in ln or "bad record" in ln] == []
+    # the two synthetic faults were reported by the pipeline, naming the synthetic shards
+    assert ("; the pipeline reported both, naming the synthetic shards (its messages are "
+            "kept out of this output)") in r.detail
+
+
+def test_records_check_fails_for_a_data_path_that_does_not_exist(tmp_path) -> None:
+    from click.testing import CliRunner
+
+    from tfpipe.cli.main import cli
+    from tfpipe.config import load_config
+
+    missing = tmp_path / "no-such-dataset"
+    cfg = load_config({"base": "imagenet", "data": {"path": str(missing)}})
+    (r,) = C.run_checks(cfg, only=["records"])
+    assert not r.passed and not r.skipped
+    assert r.detail == (f"data.path {missing} does not exist: give the directory `tfpipe "
+                        "convert` wrote (--set data.path=DIR)")
+    res = CliRunner().invoke(cli, ["check", "imagenet", "--set", f"data.path={missing}",
+                                   "--only", "records"])
+    assert res.exit_code == 1
+    assert "all checks passed" not in res.output and "1 check(s) failed" in res.output
+
+
+def test_an_invalid_config_is_reported_like_every_other_verb(tiny_overrides) -> None:
+    """`error: ...` on one line and exit 2 (tfpipe.cli._errors), as bench, doctor and
+    the rest report it, not click's `Error:` and exit 1."""
+    from click.testing import CliRunner
+
+    from tfpipe.cli.main import cli
+
+    sets = [a for o in tiny_overrides for a in ("--set", o)]
+    bad = ["--set", "pipeline.batch_size=0"]
+    for verb in ("check", "bench", "doctor"):
+        res = CliRunner().invoke(cli, [verb, "imagenet", *sets, *bad])
+        assert res.exit_code == 2, (verb, res.output)
+        first = res.output.splitlines()[0]
+        assert first.startswith("error: ") and "pipeline.batch_size" in res.output, (verb, first)
+    res = CliRunner().invoke(cli, ["check", "imagenet", *sets, "--only", "bogus"])
+    assert res.exit_code == 2 and res.output.startswith("error: unknown checks ['bogus']")

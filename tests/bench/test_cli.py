@@ -119,5 +119,8 @@ def test_check_exit_codes(tiny_overrides, monkeypatch) -> None:
     res = CliRunner().invoke(check, args)
     assert res.exit_code == 1
     assert "FAIL" in res.output and "stateful random ops" in res.output
-    res = CliRunner().invoke(check, ["imagenet", *_sets(tiny_overrides), "--only", "bogus"])
-    assert res.exit_code == 1 and "unknown checks" in res.output
+    from tfpipe.cli.main import cli  # its error handler: `error: ...`, exit 2
+
+    res = CliRunner().invoke(cli, ["check", "imagenet", *_sets(tiny_overrides), "--only",
+                                   "bogus"])
+    assert res.exit_code == 2 and "unknown checks" in res.output

@@ -20,6 +20,7 @@ from tfpipe import augment as A
 from tfpipe import native
 from tfpipe.augment import geometry as G
 from tfpipe.native import affine as native_affine
+from tfpipe import switches
 
 from .conftest import needs
 
@@ -58,13 +59,13 @@ def _input(photo: np.ndarray, dtype: str) -> np.ndarray:
 
 
 def _both(monkeypatch, fn):
-    """fn() with the native kernel, then with TFPIPE_NATIVE=0 (pure TF)."""
+    """fn() with the native kernel, then with TFPIPE_NATIVE off (pure TF)."""
     got = fn()
-    monkeypatch.setenv(native.ENV, "0")
+    monkeypatch.setitem(switches.OVERRIDES, native.ENV, False)
     try:
         ref = fn()
     finally:
-        monkeypatch.delenv(native.ENV)
+        monkeypatch.delitem(switches.OVERRIDES, native.ENV)
     return np.asarray(got), np.asarray(ref)
 
 
@@ -174,7 +175,7 @@ def test_graph_uses_native_op_and_stays_stateless(photo) -> None:
 
 def test_fallback_when_disabled(monkeypatch, photo) -> None:
     """TFPIPE_NATIVE=0 (or no library) -> the pure-TF kernel, same public result."""
-    monkeypatch.setenv(native.ENV, "0")
+    monkeypatch.setitem(switches.OVERRIDES, native.ENV, False)
     assert not native_affine.available()
     assert not native_affine.usable(tf.uint8, "bilinear")
     concrete = tf.function(lambda x: A.affine(x, MATRICES["rotate"]())).get_concrete_function(

@@ -172,8 +172,9 @@ def test_whole_image_rows_equal_tf_decode(photos):
 
 
 def test_switch_off_gives_the_same_bytes(photos, monkeypatch):
-    """TFPIPE_ALIGNED_CROP=0 (read when a kernel is constructed: a fresh tf.function
-    builds fresh kernels) asks for the window itself: the same rows."""
+    """`jpeg.unaligned_crop()` (the kernel's `aligned_crop: false` attr, set when the
+    op is built: a fresh tf.function inside it) asks for the window itself: the
+    same rows."""
     enc = [photos[k][0] for k in ("420", "422", "444", "gray")]
     wins = [(37, 2 * (16 * 2 + 3), 96, 140), (11, 75, 120, 200), (0, 9, 150, 322),
             (5, 13, 40, 60)]
@@ -184,8 +185,7 @@ def test_switch_off_gives_the_same_bytes(photos, monkeypatch):
             enc, draws, [0] * 4, [False, True, False, True], (40, 64), RATIO, 3)[0])
         return fn().numpy()
 
-    monkeypatch.setenv("TFPIPE_ALIGNED_CROP", "0")
-    off = run()
-    monkeypatch.setenv("TFPIPE_ALIGNED_CROP", "1")
+    with jpeg.unaligned_crop():
+        off = run()
     on = run()
     np.testing.assert_array_equal(on, off)

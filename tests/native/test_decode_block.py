@@ -23,6 +23,7 @@ from tfpipe.config import load_config
 from tfpipe.pipeline._classify import eval_image
 from tfpipe.pipeline._decode import dct_ratio
 from tfpipe.pipeline._settings import settings
+from tfpipe import switches
 
 from .conftest import needs
 
@@ -319,7 +320,7 @@ def test_write_out_equals_the_chain_op_on_the_rows(photos):
 
 
 def test_unavailable_when_disabled(monkeypatch):
-    monkeypatch.setenv("TFPIPE_NATIVE", "0")
+    monkeypatch.setitem(switches.OVERRIDES, "TFPIPE_NATIVE", False)
     assert not jpeg.has_decode_crop_resize_block()
     with pytest.raises(RuntimeError, match="unavailable"):
         jpeg.decode_crop_resize_block([b""], np.zeros([1, 4, 1], np.float32), [0], [False],

@@ -30,6 +30,8 @@ from pathlib import Path
 
 import pytest
 
+from tfpipe import switches
+
 from .conftest import CI
 
 REPO = Path(__file__).resolve().parents[2]
@@ -253,13 +255,13 @@ def test_no_compiler_falls_back_with_one_warning(venv, shards, tmp_path):
 def test_cache_location_and_key(monkeypatch, tmp_path):
     import tfpipe.native.build as build
 
-    monkeypatch.delenv(build.CACHE_ENV, raising=False)
+    monkeypatch.delitem(switches.OVERRIDES, build.CACHE_ENV, raising=False)
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
     assert build.cache_root() == tmp_path / "xdg" / "tfpipe" / "native"
     monkeypatch.delenv("XDG_CACHE_HOME")
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
     assert build.cache_root() == tmp_path / "home" / ".cache" / "tfpipe" / "native"
-    monkeypatch.setenv(build.CACHE_ENV, str(tmp_path / "mine"))
+    monkeypatch.setitem(switches.OVERRIDES, build.CACHE_ENV, str(tmp_path / "mine"))
     assert build.cache_root() == tmp_path / "mine"
     import tensorflow as tf
 
@@ -288,7 +290,7 @@ def test_failed_build_is_remembered_until_retried(monkeypatch, tmp_path):
                    "echo 'ops.cc:1:1: error: boom' >&2\nexit 1\n")
     cxx.chmod(0o755)
     monkeypatch.setenv("CXX", str(cxx))
-    monkeypatch.setenv(build.CACHE_ENV, str(tmp_path / "cache"))
+    monkeypatch.setitem(switches.OVERRIDES, build.CACHE_ENV, str(tmp_path / "cache"))
     with pytest.raises(build.BuildError, match="error: boom") as err:
         build.ensure_cached()
     assert len(calls.read_text().splitlines()) == 1
@@ -333,7 +335,7 @@ def test_aot_build_reports_failure_and_targets(monkeypatch, tmp_path, capsys):
     pkg = tmp_path / "pkg"
     shutil.copytree(build.HERE, pkg, ignore=shutil.ignore_patterns("*.so", "__pycache__"))
     monkeypatch.setattr(build, "HERE", pkg)
-    monkeypatch.setenv(build.CACHE_ENV, str(tmp_path / "cache"))
+    monkeypatch.setitem(switches.OVERRIDES, build.CACHE_ENV, str(tmp_path / "cache"))
     monkeypatch.setenv("CXX", str(tmp_path / "no-g++"))
     monkeypatch.setenv("TF_CPP_MIN_LOG_LEVEL", "2")  # main() sets it; restored after
     assert build.main(["build", "--bogus"]) == 2

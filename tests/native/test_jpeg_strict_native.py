@@ -16,6 +16,7 @@ from PIL import Image
 from tfpipe import native
 from tfpipe.native import jpeg as native_jpeg
 from tfpipe.sample_data import encode, make_jpeg_bytes, source_photos
+from tfpipe import switches
 
 needs_native = pytest.mark.skipif(
     not native_jpeg.available(),
@@ -78,7 +79,7 @@ def test_damaged_scan_is_an_error():
 
 
 def test_fallback_when_disabled(monkeypatch):
-    monkeypatch.setenv("TFPIPE_NATIVE", "0")
+    monkeypatch.setitem(switches.OVERRIDES, "TFPIPE_NATIVE", False)
     assert not native_jpeg.available()
     with pytest.raises(RuntimeError, match="unavailable"):
         native_jpeg.decode_jpeg_strict(b"", 3)

@@ -14,6 +14,7 @@ import tensorflow as tf
 
 from tfpipe import native
 from tfpipe.pipeline._decode import resize_uint8
+from tfpipe import switches
 
 from .conftest import needs
 
@@ -93,7 +94,7 @@ def test_resize_uint8_uses_the_native_op_when_available():
 
 
 def test_env_var_forces_the_pure_tf_fallback(monkeypatch, photos):
-    monkeypatch.setenv(native.ENV, "0")
+    monkeypatch.setitem(switches.OVERRIDES, native.ENV, False)
     assert not native.available() and native.load() is None
     assert native.status() == {"active": False, "path": None,
                                "reason": "disabled by TFPIPE_NATIVE=0",
@@ -109,17 +110,17 @@ def _no_library(monkeypatch, tmp_path, aot):
     """A process state where the AOT library is `aot` and the cache is empty."""
     import tfpipe.native.build as build
 
-    monkeypatch.delenv(native.ENV, raising=False)
+    monkeypatch.delitem(switches.OVERRIDES, native.ENV, raising=False)
     monkeypatch.setattr(native, "_state", {})
     monkeypatch.setattr(build, "package_library", lambda key: aot)
-    monkeypatch.setenv(build.CACHE_ENV, str(tmp_path / "cache"))
+    monkeypatch.setitem(switches.OVERRIDES, build.CACHE_ENV, str(tmp_path / "cache"))
 
 
 def test_missing_library_falls_back_with_one_warning(monkeypatch, tmp_path, caplog):
     import tfpipe.native.build as build
 
     _no_library(monkeypatch, tmp_path, tmp_path / "_tfpipe_ops-tf0.so")
-    monkeypatch.setenv(build.BUILD_ENV, "0")
+    monkeypatch.setitem(switches.OVERRIDES, build.BUILD_ENV, False)
     with caplog.at_level("INFO", logger="tfpipe.native"):
         assert not native.available() and not native.available()
     records = [r for r in caplog.records if r.name == "tfpipe.native"]
@@ -192,7 +193,7 @@ def _run(ds) -> list[dict[str, np.ndarray]]:
 def test_pipeline_output_identical_with_native_on_and_off(monkeypatch, shards, train):
     """The reproducibility contract: switching the native op only changes speed."""
     on = _pipeline(shards, train)
-    monkeypatch.setenv(native.ENV, "0")
+    monkeypatch.setitem(switches.OVERRIDES, native.ENV, False)
     off = _pipeline(shards, train)
     a, b = _run(on), _run(off)
     assert len(a) == len(b) == 3
@@ -217,3 +218,35 @@ def test_pipeline_graph_with_native_op_has_no_stateful_op(shards):
 
     op_def = op_def_registry.get("TfpipeResizeBilinearU8")
     assert not op_def.is_stateful  # a pure function of its inputs, like ResizeBilinear
+
+
+@needs_native
+def test_benchmark_choices_reach_the_kernels_as_op_attributes():
+    """The kernels read no environment variable: `baseline_isa()` and
+    `unaligned_crop()` set the ops' `isa` / `aligned_crop` attrs when they are built,
+    and nothing else does (the defaults: the widest loops, the aligned request)."""
+    from tfpipe.native import jpeg
+
+    def attrs(fn, *specs):
+        graph = tf.function(fn).get_concrete_function(*specs).graph
+        return {op.type: {k: op.get_attr(k) for k in ("isa", "aligned_crop")
+                          if k in op.node_def.attr}
+                for op in graph.get_operations() if op.type.startswith("Tfpipe")}
+
+    def resize(x):
+        return native.resize_bilinear_u8(x, (8, 8))
+
+    def block(c):
+        return jpeg.decode_crop_resize_block(c, tf.zeros([1, 4, 10]), [0], [False], (8, 8),
+                                             (0.75, 4 / 3))[0]
+
+    u8 = tf.TensorSpec([16, 16, 3], tf.uint8)
+    s = tf.TensorSpec([1], tf.string)
+    assert attrs(resize, u8) == {"TfpipeResizeBilinearU8": {"isa": b"native"}}
+    assert attrs(block, s) == {"TfpipeDecodeCropResizeBlock": {"isa": b"native",
+                                                               "aligned_crop": True}}
+    with native.baseline_isa(), jpeg.unaligned_crop():
+        assert attrs(resize, u8) == {"TfpipeResizeBilinearU8": {"isa": b"baseline"}}
+        assert attrs(block, s) == {"TfpipeDecodeCropResizeBlock": {"isa": b"baseline",
+                                                                   "aligned_crop": False}}
+    assert attrs(resize, u8) == {"TfpipeResizeBilinearU8": {"isa": b"native"}}

@@ -1,9 +1,9 @@
 """tfpipe.native.pixel's AVX and SSE2 loops give the same bytes, for every channel count.
 
-pixel.cc picks its 8-lane AVX loops once per process where the CPU has AVX, and
-`TFPIPE_NATIVE_ISA=baseline` forces the SSE2 loops (what a host without AVX runs).
-Here the same cases run in this process (AVX where available) and in ONE fresh
-subprocess with the baseline forced; both must equal the pure-TF twin
+pixel.cc runs its 8-lane AVX loops where the CPU has AVX, and the op's
+`isa: 'baseline'` attr (`tfpipe.native.baseline_isa()`) forces the SSE2 loops
+(what a host without AVX runs). Here the same cases run with the default loops
+(AVX where available) and with the baseline forced; both must equal the pure-TF twin
 (`FusedPixel._chain`) bit for bit, and the float chains a float64 NumPy oracle of
 the documented formula (brightness `x + d`, contrast `(x - m) * f + m` with the
 image's channel mean, each clipped to [0, 1], then `(x - mean) / std`; the same
@@ -122,8 +122,8 @@ def _oracle(case: dict) -> np.ndarray:
 
 
 def baseline_outputs() -> dict[str, np.ndarray]:
-    """The cases' outputs in this process: run by conftest's `baseline_isa` child
-    (TFPIPE_NATIVE_ISA=baseline)."""
+    """The cases' outputs: run by conftest's `baseline_isa` inside
+    `tfpipe.native.baseline_isa()`."""
     from tfpipe.native import pixel
 
     assert pixel.available()
@@ -132,7 +132,7 @@ def baseline_outputs() -> dict[str, np.ndarray]:
 
 @pytest.fixture(scope="module")
 def baseline(baseline_isa) -> list[np.ndarray]:
-    """The cases' outputs from one fresh process with TFPIPE_NATIVE_ISA=baseline."""
+    """The cases' outputs with the baseline loops (`tfpipe.native.baseline_isa()`)."""
     return [baseline_isa[f"pixel{i}"] for i in range(sum(k.startswith("pixel")
                                                          for k in baseline_isa))]
 

@@ -18,6 +18,7 @@ from tfpipe import native
 from tfpipe.native import pixel as NP
 from tfpipe.pipeline._settings import Op
 from tfpipe.pipeline.fast import FusedPixel, normalizer
+from tfpipe import switches
 
 from .conftest import needs
 
@@ -109,7 +110,7 @@ def test_normalizer_native_equals_plain_tf(monkeypatch):
     floats = images.astype(np.float32) / 255.0
     norm = normalizer(MEAN, STD)
     got8, gotf = norm(tf.constant(images)).numpy(), norm(tf.constant(floats)).numpy()
-    monkeypatch.setenv("TFPIPE_NATIVE", "0")
+    monkeypatch.setitem(switches.OVERRIDES, "TFPIPE_NATIVE", False)
     ref8, reff = norm(tf.constant(images)).numpy(), norm(tf.constant(floats)).numpy()
     np.testing.assert_array_equal(got8.view(np.uint8), ref8.view(np.uint8))
     np.testing.assert_array_equal(gotf.view(np.uint8), reff.view(np.uint8))

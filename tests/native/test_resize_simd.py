@@ -1,7 +1,7 @@
 """The native resize's SIMD edges (ops.cc: 4-lane x lerp per pixel, 8/4-lane y lerp +
-round + saturate, scalar tails) give TF's bytes, in this process (AVX2 where the
-CPU has it) and in a fresh process forced onto the baseline x86-64 loops
-(TFPIPE_NATIVE_ISA=baseline).
+round + saturate, scalar tails) give TF's bytes, with the default loops (AVX2 where
+the CPU has it) and forced onto the baseline x86-64 loops (the op's `isa` attr:
+`tfpipe.native.baseline_isa()`).
 
 Oracle: `tf.image.resize(bilinear)` + `tf.round` + `tf.saturate_cast`, then
 `tf.reverse` for the flip -- the pure-TF path. Inputs are crops of the real photos
@@ -90,8 +90,8 @@ def test_simd_edges_equal_tf_in_process(cases):
 
 
 def baseline_outputs() -> dict[str, np.ndarray]:
-    """The native resize of every case in this process: run by conftest's
-    `baseline_isa` child (TFPIPE_NATIVE_ISA=baseline)."""
+    """The native resize of every case: run by conftest's `baseline_isa` inside
+    `tfpipe.native.baseline_isa()`."""
     return {f"resize{i}": native.resize_bilinear_u8(image, size, flip=flip).numpy()
             for i, (image, size, flip) in enumerate(_inputs())}
 

@@ -256,12 +256,8 @@ def write_outs(monkeypatch):
 
 
 def _write_out_off(cfg) -> list:
-    saved = _block._WRITE_OUT_ON
-    _block._WRITE_OUT_ON = False
-    try:
+    with _block.write_out(False):
         return _values(_build(cfg, True))
-    finally:
-        _block._WRITE_OUT_ON = saved
 
 
 @pytest.mark.slow
@@ -325,26 +321,19 @@ if __name__ == "__main__":
 """
 
 
-def test_write_out_rows_are_isa_independent(tmp_path):
+def test_write_out_rows_are_isa_independent() -> None:
     """The write-out runs pixel.cc's chain (tests/native/test_pixel_isa.py: its AVX
     and SSE2 loops, the same bytes); here the fused rows themselves, float32 and
-    uint8, 224x224 photos (the chain's pairwise mean at full size), in this
-    process and in one fresh process with TFPIPE_NATIVE_ISA=baseline."""
-    import os
-    import subprocess
-    import sys
+    uint8, 224x224 photos (the chain's pairwise mean at full size), with the
+    kernels' default loops and with their baseline ones (`native.baseline_isa()`:
+    the op's `isa` attr)."""
+    from tfpipe import native
 
-    script = tmp_path / "isa_rows.py"
-    script.write_text(_ISA_SCRIPT)
-    out = tmp_path / "baseline.npz"
-    env = dict(os.environ, TFPIPE_NATIVE_ISA="baseline", TF_CPP_MIN_LOG_LEVEL="2")
-    proc = subprocess.run([sys.executable, str(script), str(out)], env=env,
-                          capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0, proc.stderr[-3000:]
     namespace: dict = {}
-    exec(compile(_ISA_SCRIPT, "isa_rows", "exec"), namespace)  # noqa: S102 - the same script here
+    exec(compile(_ISA_SCRIPT, "isa_rows", "exec"), namespace)  # noqa: S102 - the rows script
     here = namespace["run"]()
-    with np.load(out) as z:
-        for i, got in enumerate(here):
-            assert got.dtype == z[f"arr_{i}"].dtype
-            np.testing.assert_array_equal(got, z[f"arr_{i}"])
+    with native.baseline_isa():
+        baseline = namespace["run"]()
+    for got, want in zip(here, baseline):
+        assert got.dtype == want.dtype
+        np.testing.assert_array_equal(got, want)

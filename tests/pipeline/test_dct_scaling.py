@@ -191,7 +191,7 @@ def test_pipeline_same_bytes_native_or_pure_tf_on_another_host(big_dataset, tmp_
     script = tmp_path / "child.py"
     script.write_text(CHILD)
     env = {k: v for k, v in os.environ.items()
-           if k not in ("JSIMD_FORCESSE2", "TFPIPE_NATIVE_ISA")}
+           if k not in ("JSIMD_FORCESSE2",)}
     env.update(OTHER_HOST, TF_CPP_MIN_LOG_LEVEL="2")
     child = subprocess.Popen([sys.executable, str(script), json.dumps(_overrides(big_dataset))],
                              env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)

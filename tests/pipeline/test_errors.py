@@ -8,6 +8,7 @@ import pytest
 import tensorflow as tf
 
 from tfpipe.pipeline import build_pipeline, reset_skipped_counts, skipped_counts
+from tfpipe import switches
 
 from .conftest import _example, base_config, write_shards
 
@@ -236,7 +237,7 @@ def test_framing_damage_without_native_reports_the_loss(framed_dataset, monkeypa
     from tfpipe.records import iter_frames
     from tfpipe.errors import RecordError
 
-    monkeypatch.setenv("TFPIPE_NATIVE", "0")
+    monkeypatch.setitem(switches.OVERRIDES, "TFPIPE_NATIVE", False)
     _, shard, expected, _ = framed_dataset
     before = []
     with pytest.raises(RecordError) as info:

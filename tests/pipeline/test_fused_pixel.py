@@ -18,6 +18,7 @@ from matplotlib.colors import hsv_to_rgb, rgb_to_hsv
 from tfpipe.augment import color as C
 from tfpipe.pipeline._settings import Op
 from tfpipe.pipeline.fast import FusedPixel
+from tfpipe import switches
 
 MEAN, STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
 KERNELS = {"brightness": C.adjust_brightness, "contrast": C.adjust_contrast,
@@ -30,7 +31,7 @@ def path(request, monkeypatch):
     from tfpipe.native import pixel
 
     if request.param == "plain-tf":
-        monkeypatch.setenv("TFPIPE_NATIVE", "0")
+        monkeypatch.setitem(switches.OVERRIDES, "TFPIPE_NATIVE", False)
     elif not pixel.available():
         pytest.skip("native pixel chain not built")
     return request.param
@@ -149,10 +150,9 @@ def test_fixed_order_channel_mean():
 def test_no_xla_or_matmul_in_the_chain_graph():
     """The twin and the normalizer are plain elementwise graphs: no XLA cluster, no
     MatMul/Conv/Einsum whose kernel is picked per host."""
-    import os
+    from tfpipe.native import pure_tf
 
-    os.environ["TFPIPE_NATIVE"] = "0"
-    try:
+    with pure_tf():
         from tfpipe.pipeline.fast import normalizer
 
         ops = [Op("brightness", params={"max_delta": 0.4}), Op("contrast", params={"lower": 0.6, "upper": 1.4}),
@@ -168,5 +168,3 @@ def test_no_xla_or_matmul_in_the_chain_graph():
                             "XlaLaunch", "Mean", "Sum"}, kinds
         assert not any(op.get_attr("_XlaMustCompile") for op in graph.get_operations()
                        if "_XlaMustCompile" in op.node_def.attr)
-    finally:
-        del os.environ["TFPIPE_NATIVE"]

@@ -15,6 +15,7 @@ import tensorflow as tf
 
 from tfpipe.pipeline._settings import Op
 from tfpipe.pipeline.fast import FusedPixel
+from tfpipe import switches
 
 OPS = [Op("brightness", params={"max_delta": 0.4}), Op("contrast", params={"lower": 0.6, "upper": 1.4})]
 MEAN, STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
@@ -25,7 +26,7 @@ def fused(request, monkeypatch) -> FusedPixel:
     from tfpipe.native import pixel
 
     if request.param == "plain-tf":
-        monkeypatch.setenv("TFPIPE_NATIVE", "0")
+        monkeypatch.setitem(switches.OVERRIDES, "TFPIPE_NATIVE", False)
     elif not pixel.available():
         pytest.skip("native pixel chain not built")
     f = FusedPixel(OPS, MEAN, STD)
@@ -55,7 +56,7 @@ def test_uint8_input_is_the_same_on_both_paths(monkeypatch):
     x = tf.constant(np.random.default_rng(1).integers(0, 256, (2, 8, 8, 3), dtype=np.uint8))
     p, a = tf.constant([[0.1, 1.2], [-0.1, 0.8]]), tf.ones([2, 2], tf.bool)
     native = FusedPixel(OPS, MEAN, STD)(x, p, a, to_float=True, normalize=True)
-    monkeypatch.setenv("TFPIPE_NATIVE", "0")
+    monkeypatch.setitem(switches.OVERRIDES, "TFPIPE_NATIVE", False)
     plain = FusedPixel(OPS, MEAN, STD)
     assert not plain.native()
     np.testing.assert_array_equal(native.numpy(), plain(x, p, a, to_float=True, normalize=True).numpy())

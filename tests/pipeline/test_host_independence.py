@@ -15,7 +15,7 @@ knobs that pick code per host at run time:
   `GLIBC_TUNABLES=glibc.cpu.hwcaps=-AVX2,...`;
 - libjpeg-turbo's SIMD dispatch: `JSIMD_FORCESSE2=1` (an SSE-only host has no AVX2);
 - tfpipe's own dispatch (the native resize has an AVX2 and a baseline version):
-  `TFPIPE_NATIVE_ISA=baseline`;
+  the native kernels' baseline loops (`tfpipe.native.baseline_isa()`);
 - the intra-op thread pool size (hosts differ in core count);
 - tfpipe's native kernels on/off (`TFPIPE_NATIVE=0`: the pure-TF twins).
 
@@ -85,9 +85,14 @@ CHILD = textwrap.dedent(r'''
                                              "pipeline.batch_size": 4}),
     }
     out = {"_native": native.available()}
-    for name, (preset, split, over) in runs.items():
-        cfg = tfpipe.load_config(preset, {**common, **over})
-        out[name] = digest(tfpipe.build_pipeline(cfg, split=split))
+    # the native kernels' baseline loops (their `isa` attr), as a pre-AVX host runs
+    import contextlib
+    isa = (native.baseline_isa() if os.environ.get("TFPIPE_TEST_ISA") == "baseline"
+           else contextlib.nullcontext())
+    with isa:
+        for name, (preset, split, over) in runs.items():
+            cfg = tfpipe.load_config(preset, {**common, **over})
+            out[name] = digest(tfpipe.build_pipeline(cfg, split=split))
     print("HASHES " + json.dumps(out, sort_keys=True))
 ''')
 
@@ -97,7 +102,7 @@ ENVS: dict[str, dict[str, str]] = {
     "default": {},
     "sse4.2 host": {"XLA_FLAGS": "--xla_cpu_max_isa=SSE4_2", "ONEDNN_MAX_CPU_ISA": "SSE41",
                     "GLIBC_TUNABLES": _NO_AVX, "JSIMD_FORCESSE2": "1",
-                    "TFPIPE_NATIVE_ISA": "baseline",
+                    "TFPIPE_TEST_ISA": "baseline",
                     "TFPIPE_TEST_THREADS": "1"},
     "avx2 host, oneDNN off": {"XLA_FLAGS": "--xla_cpu_max_isa=AVX2",
                               "ONEDNN_MAX_CPU_ISA": "AVX2", "TF_ENABLE_ONEDNN_OPTS": "0",
@@ -129,7 +134,7 @@ def datasets(tmp_path_factory) -> tuple[str, str]:
 def run_env(script: Path, data: tuple[str, str], extra: dict[str, str]) -> dict:
     env = dict(os.environ)
     for key in ("XLA_FLAGS", "ONEDNN_MAX_CPU_ISA", "TF_ENABLE_ONEDNN_OPTS", "GLIBC_TUNABLES",
-                "JSIMD_FORCESSE2", "TFPIPE_NATIVE", "TFPIPE_NATIVE_ISA", "TFPIPE_TEST_THREADS"):
+                "JSIMD_FORCESSE2", "TFPIPE_NATIVE", "TFPIPE_TEST_ISA", "TFPIPE_TEST_THREADS"):
         env.pop(key, None)  # the parent's settings must not leak into "default"
     env.update(extra)
     env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")

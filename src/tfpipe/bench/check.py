@@ -10,12 +10,14 @@ tests pass a deliberately broken one to see the checks fail.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import shutil
+import sys
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -297,6 +299,26 @@ def _plain_count(path: str, compression: str | None) -> tuple[int, str | None]:
     return n, None
 
 
+def _missing_data_path(path: str) -> str | None:
+    """Why `path` (a dataset directory, or a glob of shards) names no data; None when
+    it does."""
+    import glob
+
+    import tensorflow as tf
+
+    try:
+        if tf.io.gfile.exists(path):
+            return None
+        if glob.has_magic(path):
+            if tf.io.gfile.glob(path):
+                return None
+            return f"data.path {path} matches no file: check the pattern (--set data.path=GLOB)"
+    except tf.errors.OpError:
+        pass
+    return (f"data.path {path} does not exist: give the directory `tfpipe convert` wrote "
+            "(--set data.path=DIR)")
+
+
 def check_records(ctx: Context) -> CheckResult:
     """Every record the manifest lists must come out of the pipeline's reader.
 
@@ -314,6 +336,9 @@ def check_records(ctx: Context) -> CheckResult:
     from tfpipe.pipeline import build_stages, framing_losses, reset_skipped_counts
     from tfpipe.records import Manifest, scan_file
 
+    missing = _missing_data_path(str(s.data_path))
+    if missing:
+        return CheckResult(name, False, missing)
     try:
         manifest = Manifest.load(s.data_path)
     except ManifestError as exc:
@@ -561,11 +586,22 @@ def check_bad_input(ctx: Context) -> CheckResult:
                            "pipeline.batch_size=1", "pipeline.drop_remainder=false",
                            "pipeline.shuffle_buffer=1"] + _num_classes_override(ctx, src))
         reset_skipped_counts()
-        try:
-            got = sum(b["image"].shape[0] for b in take(ctx.build(cfg), None))
-        except Exception as exc:  # noqa: BLE001 - the check reports any death
-            return CheckResult(name, False, f"the pipeline died: {type(exc).__name__}: "
-                               f"{str(exc).splitlines()[0][:200]}")
+        # The pipeline reports the two faults on stderr (file descriptor 2, from its
+        # graph), naming these temporary shards: captured, so that the user does not
+        # read them as damage in their own data, and checked here instead.
+        with _fd2_captured() as lines:
+            try:
+                got = sum(b["image"].shape[0] for b in take(ctx.build(cfg), None))
+            except Exception as exc:  # noqa: BLE001 - the check reports any death
+                return CheckResult(name, False, f"the pipeline died: {type(exc).__name__}: "
+                                   f"{str(exc).splitlines()[0][:200]}")
+        ours = [ln for ln in lines if str(tmp) in ln]
+        for ln in lines:  # anything else written meanwhile is not ours to hide
+            if str(tmp) not in ln and ln != _NOT_CAPTURED:
+                print(ln, file=sys.stderr)
+        unreported = [what for what, i in (("the undecodable image", 0), ("the damaged frame", 1))
+                      if not any(shard_name("train", i, 2, None) in ln for ln in ours)
+                      and _NOT_CAPTURED not in lines]
         counts = skipped_counts()
         counted = sum(counts.values())
         readable = len(records) - 2          # every record but the two damaged ones
@@ -576,15 +612,50 @@ def check_bad_input(ctx: Context) -> CheckResult:
         if counted < 1:
             return CheckResult(name, False, detail + "; the undecodable image was not counted "
                                "(tfpipe.pipeline.skipped_counts())")
+        if unreported:
+            return CheckResult(name, False, detail + f"; {' and '.join(unreported)} not "
+                               "reported on stderr (on_error: skip logs each skip)")
+        if _NOT_CAPTURED not in lines:
+            detail += ("; the pipeline reported both, naming the synthetic shards (its "
+                       "messages are kept out of this output)")
         if got < want_min:
             return CheckResult(name, False, detail + f"; expected at least {want_min}")
         if got < readable:
             detail += (f"; the {readable - got} readable records after the damaged frame were "
-                       "dropped with the rest of that shard (tf.data cannot resync; "
-                       "`tfpipe verify --salvage` recovers them)")
+                       "dropped with the rest of that shard (resynchronising needs the "
+                       "native library; `tfpipe verify --salvage` recovers them)")
         return CheckResult(name, True, detail)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+_NOT_CAPTURED = "\0(stderr not capturable)"
+
+
+@contextlib.contextmanager
+def _fd2_captured() -> Iterator[list[str]]:
+    """The lines written to file descriptor 2 inside the block (the graph's tf.print
+    writes there from C++, below Python's sys.stderr), filled in on exit."""
+    lines: list[str] = []
+    try:
+        sys.stderr.flush()
+        saved = os.dup(2)
+    except (OSError, ValueError, AttributeError):  # no file descriptor 2: nothing to capture
+        lines.append(_NOT_CAPTURED)
+        yield lines
+        return
+    try:
+        with tempfile.TemporaryFile() as sink:
+            os.dup2(sink.fileno(), 2)
+            try:
+                yield lines
+            finally:
+                sys.stderr.flush()
+                os.dup2(saved, 2)
+                sink.seek(0)
+                lines.extend(sink.read().decode("utf-8", "replace").splitlines())
+    finally:
+        os.close(saved)
 
 
 def _num_classes_override(ctx: Context, src: Any) -> list[str]:

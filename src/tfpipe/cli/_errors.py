@@ -36,6 +36,10 @@ def describe(exc: BaseException) -> str:
         if isinstance(exc, tf.errors.DataLossError) and "verify" not in msg:
             msg += f"; {DAMAGED_HINT}"
         return msg
+    from tfpipe.switches import SwitchError
+
+    if isinstance(exc, SwitchError):  # names the variable and its allowed values
+        return str(exc)
     if isinstance(exc, ConfigError):
         source = getattr(exc, "source", None)
         head = (f"invalid config {source}" if source and source != "<mapping>"
@@ -56,7 +60,14 @@ def run_reporting_errors(fn: Callable[[], T], debug: bool = False) -> T:
     """Run `fn`; an exception that is not click's own ends the process with one line."""
     try:
         return fn()
-    except (click.exceptions.Exit, click.ClickException, click.Abort, SystemExit):
+    except click.ClickException as exc:
+        # click's usage errors keep their usage text (exit 2); a verb's own
+        # ClickException (exit 1, "Error: ...") reads like every other error here.
+        if debug or isinstance(exc, click.UsageError) or exc.exit_code != 1:
+            raise
+        click.echo(f"error: {exc.format_message()}", err=True)
+        raise SystemExit(EXIT_ERROR) from None
+    except (click.exceptions.Exit, click.Abort, SystemExit):
         raise
     except KeyboardInterrupt:
         if debug:

@@ -35,18 +35,16 @@ def command(config: str, sets: tuple[str, ...], batches: int, only: tuple[str, .
     from tfpipe.cli._console import is_terminal, table
 
     from tfpipe.bench.check import run_checks
-    from tfpipe.errors import TfpipeError
 
     console = make_console()
     # One line per finished check while the others run: on a terminal only.
     status = make_console(stderr=True)
     progress = None if as_json or not is_terminal(stderr=True) else (
         lambda r: status.print(f"[dim]{r.name}: {'pass' if r.passed else 'FAIL'}[/dim]"))
-    try:
-        results = run_checks(config, list(sets), batches=batches, only=list(only) or None,
-                             progress=progress)
-    except (TfpipeError, ValueError, FileNotFoundError) as exc:
-        raise click.ClickException(str(exc)) from exc
+    # A config that does not load, an unknown check: `error: ...` and exit 2 from
+    # tfpipe.cli._errors, like every verb; exit 1 stays the verdict "a check failed".
+    results = run_checks(config, list(sets), batches=batches, only=list(only) or None,
+                         progress=progress)
     failed = [r for r in results if not r.passed]
     if as_json:
         click.echo(json.dumps({"passed": not failed, "checks": [r.to_dict() for r in results]},

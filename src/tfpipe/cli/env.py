@@ -7,6 +7,12 @@ import json
 import click
 
 
+def _shown(value: object) -> str:
+    if value is True or value is False:
+        return "on" if value else "off"
+    return "unset" if value is None else str(value)
+
+
 def _gib(n: int | None) -> str:
     return "?" if n is None else f"{n / (1 << 30):.1f} GiB"
 
@@ -14,7 +20,8 @@ def _gib(n: int | None) -> str:
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 def command(as_json: bool) -> None:
-    """Show the TensorFlow build (CUDA/cuDNN/ROCm), devices, XLA, CPUs and RAM."""
+    """Show the TensorFlow build (CUDA/cuDNN/ROCm), devices, XLA, CPUs and RAM, and
+    tfpipe's environment switches (TFPIPE_*: value, set or default)."""
     from tfpipe.envinfo import collect
 
     info = collect()
@@ -50,5 +57,10 @@ def command(as_json: bool) -> None:
                   else f"pure-TF fallback: {nat.get('reason') or nat.get('detail')}")
         t.add_row("TF threads", f"inter-op {tf_info['inter_op_threads'] or 'auto'}, "
                                 f"intra-op {tf_info['intra_op_threads'] or 'auto'}")
+    for name, sw in info["switches"].items():
+        value = (f"INVALID: {sw['error']}" if "error" in sw else
+                 f"{_shown(sw['value'])}" + (f" (set: {sw['raw']!r})" if sw["set"] else
+                                             " (default)"))
+        t.add_row(name, value)
     console().print(table("tfpipe env", ["key", "value"], t.rows, show_header=False,
                           styles={"key": "bold"}))

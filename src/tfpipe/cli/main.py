@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
-import os
 
 import click
 
@@ -69,7 +68,14 @@ class LazyGroup(click.Group):
 
 
 def _debug(ctx: click.Context) -> bool:
-    return bool(ctx.params.get("debug")) or os.environ.get("TFPIPE_DEBUG", "") not in ("", "0")
+    if ctx.params.get("debug"):
+        return True
+    from tfpipe import switches
+
+    try:
+        return bool(switches.get("TFPIPE_DEBUG"))
+    except switches.SwitchError:  # a bad value: the error itself is reported without it
+        return False
 
 
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})

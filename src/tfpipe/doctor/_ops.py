@@ -25,12 +25,32 @@ _STATELESS_EXTRA = frozenset({
 })
 
 
+# Draws that are not a TF random op by name: tfpipe's native ops that draw from a
+# seed input inside C++, and the library functions of tfpipe.seeds' bit-identical
+# Philox twin (`tfpipe_philox_<kind>_<calls>`, one per process, called by every
+# draw site), whose body is plain integer ops. A function that calls one draws.
+SEEDED_NATIVE_OPS = frozenset({"TfpipeNoise", "TfpipeElasticNoiseBlur"})
+RANDOM_FUNCTION_MARK = "tfpipe_philox_"
+
+# A frame walk that finds the intact records after framing damage (tfpipe's native
+# TFRecord walk): a reader function holding one resynchronises where ignore_errors()
+# would end the file.
+RESYNC_READER_OPS = frozenset({"TfpipeTfrecordWalk"})
+
+
 def is_stateless_random(op: str) -> bool:
-    return op.startswith("StatelessRandom") or op in _STATELESS_EXTRA
+    return (op.startswith("StatelessRandom") or op in _STATELESS_EXTRA
+            or op in SEEDED_NATIVE_OPS)
 
 
 def is_random(op: str) -> bool:
     return op in STATEFUL_RANDOM_OPS or is_stateless_random(op)
+
+
+def draws_random(op: str, function: str) -> bool:
+    """True for a random op, or any op of a Philox twin function (`function`: the
+    library name of the function holding `op`, e.g. __inference_tfpipe_philox_int64_1_5)."""
+    return is_random(op) or RANDOM_FUNCTION_MARK in function
 
 
 # Ops that make a per-element function expensive however few of them there are.

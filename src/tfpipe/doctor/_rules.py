@@ -78,7 +78,9 @@ def _where(function: str | None, path: tuple[str, ...]) -> str:
 def _node_has_random(ctx: Context, node: DatasetNode, *, stateful_only: bool = False) -> bool:
     for _, fname in node.functions:
         for o in _ops(ctx, fname):
-            if (o.op in O.STATEFUL_RANDOM_OPS) if stateful_only else O.is_random(o.op):
+            # o.function: the (possibly nested) library function holding the op
+            if (o.op in O.STATEFUL_RANDOM_OPS) if stateful_only else O.draws_random(
+                    o.op, o.function):
                 return True
     return False
 
@@ -625,7 +627,7 @@ def _ignore_errors_finding(ctx: Context, node: DatasetNode, log_warning: bool,
         "ignore-errors", node,
         "ignore_errors() over a TFRecord/text reader: a corrupt record is a DataLossError "
         f"that ends that file's reader, so every remaining record of the file is dropped; "
-        f"{logged} nothing counts what was lost.",
+        f"{logged} ignore_errors() counts nothing of what was lost.",
         "Find and repair damage first: `tfpipe verify DATA --salvage` keeps every readable "
         "record; tfpipe.build_pipeline's pipeline.on_error policy reports what was skipped.",
         function=function, severity="info" if log_warning else "warning")
@@ -650,6 +652,11 @@ def ignore_errors(ctx: Context) -> Iterator[Finding]:
         for _, fname in node.functions:
             ops = ctx.function_ops(fname)
             if not any(o.op in O.FILE_READER_OPS for o in ops):
+                continue
+            if any(o.op in O.RESYNC_READER_OPS for o in ops):
+                # tfpipe's tolerant reader: where ignore_errors() ends a shard's fast
+                # reader, the frame walk reads every intact record after the damage
+                # and counts what was lost (pipeline.read_records): nothing is dropped.
                 continue
             for o in ops:
                 if o.op in _IGNORE_ERRORS_OPS:

@@ -6,8 +6,8 @@ built) loads the library, from next to this package (an ahead-of-time
 exists compiles it into the cache (under a minute, once per TensorFlow version
 and kernel source; see `tfpipe.native.build`). Without a compiler, on a failed
 build or load, it logs ONE warning with the reason and what to install, and
-every caller uses its pure-TF twin; `TFPIPE_NATIVE=0` forces that twin
-silently. The kernels are bit-identical to the twins (tests/native), so the
+every caller uses its pure-TF twin; `TFPIPE_NATIVE=0` (tfpipe.switches) or
+`pure_tf()` forces that twin silently. The kernels are bit-identical to the twins (tests/native), so the
 choice only changes speed. `status()` (shown by `tfpipe env`) says which path
 runs and why.
 """
@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import os
 import threading
 from collections.abc import Iterator
 from typing import Any
@@ -33,11 +32,31 @@ _local = threading.local()  # `pure_tf()` depth of this thread
 
 
 def disabled() -> bool:
-    """True when `TFPIPE_NATIVE` is set to 0/false/off/no (read on every call), or
-    inside `pure_tf()` on this thread."""
+    """True when `TFPIPE_NATIVE` is 0 (tfpipe.switches: read once, a bad value
+    named), or inside `pure_tf()` on this thread."""
     if getattr(_local, "pure", 0):
         return True
-    return os.environ.get(ENV, "").strip().lower() in ("0", "false", "off", "no")
+    from tfpipe import switches
+
+    return not switches.get(ENV)
+
+
+@contextlib.contextmanager
+def baseline_isa() -> Iterator[None]:
+    """Native kernels built (traced) inside run the loops a host without AVX/AVX2
+    runs (their `isa: 'baseline'` attr): the same bits, for the host-independence
+    tests and the benchmarks that compare them. Thread-local, like `pure_tf()`."""
+    _local.baseline = getattr(_local, "baseline", 0) + 1
+    try:
+        yield
+    finally:
+        _local.baseline -= 1
+
+
+def isa_attrs() -> dict[str, str]:
+    """The `isa` attr for a SIMD kernel built now: {} (the widest loops the CPU
+    has: the op's default) unless inside `baseline_isa()`."""
+    return {"isa": "baseline"} if getattr(_local, "baseline", 0) else {}
 
 
 @contextlib.contextmanager
@@ -145,7 +164,7 @@ def resize_bilinear_u8(image: tf.Tensor, size: tuple[int, int],
         raise unavailable("resize", "ops.cc")
     return module.tfpipe_resize_bilinear_u8(
         image, tf.constant([int(size[0]), int(size[1])], tf.int32),
-        tf.convert_to_tensor(flip, tf.bool))
+        tf.convert_to_tensor(flip, tf.bool), **isa_attrs())
 
 
 def has_crop_window() -> bool:

@@ -78,7 +78,9 @@ def sources(root: Path | None = None) -> list[Path]:
 def build_allowed() -> bool:
     """False when `TFPIPE_NATIVE_BUILD` is 0/false/off/no: use a prebuilt library or
     the fallback, never compile at run time."""
-    return os.environ.get(BUILD_ENV, "").strip().lower() not in ("0", "false", "off", "no")
+    from tfpipe import switches
+
+    return bool(switches.get(BUILD_ENV))
 
 
 def tf_flags() -> tuple[list[str], list[str]]:
@@ -111,8 +113,10 @@ def _tag(key: str) -> str:
 def cache_root() -> Path:
     """`$TFPIPE_NATIVE_CACHE`, else `$XDG_CACHE_HOME/tfpipe/native`, else
     `~/.cache/tfpipe/native`."""
-    if os.environ.get(CACHE_ENV):
-        return Path(os.environ[CACHE_ENV]).expanduser()
+    from tfpipe import switches
+
+    if switches.get(CACHE_ENV):
+        return Path(switches.get(CACHE_ENV))
     xdg = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
     return Path(xdg).expanduser() / "tfpipe" / "native"
 

@@ -17,7 +17,9 @@ bytes before marker") are not counted by `Uncompress`. `tfpipe convert` and
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+from collections.abc import Iterator
 from typing import Any
 
 import tensorflow as tf
@@ -26,6 +28,27 @@ from tfpipe import native
 
 
 _PROBE: dict[str, bool] = {}
+_UNALIGNED: list[bool] = []  # `unaligned_crop()` depth (benchmarks, the equality test)
+
+
+@contextlib.contextmanager
+def unaligned_crop() -> Iterator[None]:
+    """Fused decode kernels built (traced) inside ask libjpeg for the crop window
+    itself, not its iMCU-aligned widening (their `aligned_crop: false` attr): the
+    same bytes, slower. For the benchmark and test that compare the two."""
+    _UNALIGNED.append(True)
+    try:
+        yield
+    finally:
+        _UNALIGNED.pop()
+
+
+def _fused_attrs() -> dict[str, Any]:
+    """The fused kernels' benchmark attrs; {} (the ops' defaults) normally."""
+    attrs: dict[str, Any] = dict(native.isa_attrs())
+    if _UNALIGNED:
+        attrs["aligned_crop"] = False
+    return attrs
 
 
 def available() -> bool:
@@ -98,7 +121,8 @@ def decode_crop_resize(contents: tf.Tensor, draws: tf.Tensor, crop_on: Any, flip
     return native.load().tfpipe_decode_crop_resize(
         contents, tf.convert_to_tensor(draws, tf.float32), tf.convert_to_tensor(crop_on, tf.bool),
         tf.convert_to_tensor(flip, tf.bool), tf.constant([int(size[0]), int(size[1])], tf.int32),
-        ratio=[lo, hi], channels=int(channels), dct_scaling=bool(dct_scaling))
+        ratio=[lo, hi], channels=int(channels), dct_scaling=bool(dct_scaling),
+        **_fused_attrs())
 
 
 def has_decode_crop_resize_block() -> bool:
@@ -165,7 +189,7 @@ def decode_crop_resize_block(contents: Any, draws: Any, mode: Any, flip: Any,
         crop_fraction=float(crop_fraction),
         out_dtype=tf.float32 if wo.float_out else tf.uint8, ops=list(wo.ops),
         gated=[bool(g) for g in wo.gated], mean=[float(v) for v in wo.mean],
-        std=[float(v) for v in wo.std])
+        std=[float(v) for v in wo.std], **_fused_attrs())
 
 
 @dataclasses.dataclass(frozen=True)

@@ -40,6 +40,7 @@ REGISTER_OP("TfpipeResizeBilinearU8")
     .Input("size: int32")
     .Input("flip: bool")
     .Output("resized: uint8")
+    .Attr("isa: {'native', 'baseline'} = 'native'")
     .SetShapeFn([](shape_inference::InferenceContext* c) {
       shape_inference::ShapeHandle image, hw, out;
       TF_RETURN_IF_ERROR(c->WithRank(c->input(0), 3, &image));
@@ -54,9 +55,44 @@ REGISTER_OP("TfpipeResizeBilinearU8")
 Bilinear (half-pixel centres) resize of one uint8 HWC image, rounded half to
 even and saturated back to uint8; bit-identical to tf.image.resize(bilinear,
 antialias=False) + tf.round + tf.saturate_cast. flip mirrors the output columns.
+isa: 'baseline' runs the loops a pre-AVX2 host runs (same bits; for tests).
 )doc");
 
 namespace {
+
+// Which loops the SIMD kernels run: the widest this CPU has, or -- with a kernel's
+// `isa: 'baseline'` attr (tfpipe.native.baseline_isa(): the host-independence tests
+// and benchmarks) -- the baseline ones a pre-AVX host runs. C++ reads no environment
+// variable: the choice travels as that attr. A kernel sets it for the work it runs,
+// on its own thread and inside each of its Shard tasks (IsaScope); every loop that
+// dispatches (UseAvx2 here, PixAvx in pixel.cc: one translation unit) reads it.
+thread_local bool tfpipe_isa_baseline = false;
+
+class IsaScope {
+ public:
+  explicit IsaScope(bool baseline) : saved_(tfpipe_isa_baseline) {
+    tfpipe_isa_baseline = baseline;
+  }
+  ~IsaScope() { tfpipe_isa_baseline = saved_; }
+  IsaScope(const IsaScope&) = delete;
+  IsaScope& operator=(const IsaScope&) = delete;
+
+ private:
+  bool saved_;
+};
+
+// The kernel's `isa` attr: true for 'baseline'.
+bool IsaBaselineAttr(OpKernelConstruction* ctx) {
+  std::string isa = "native";
+  if (ctx->HasAttr("isa")) {
+    const absl::Status st = ctx->GetAttr("isa", &isa);
+    if (!st.ok()) {
+      ctx->CtxFailure(__FILE__, __LINE__, st);
+      return false;
+    }
+  }
+  return isa == "baseline";
+}
 
 struct Interp {
   int64_t lower;
@@ -105,8 +141,8 @@ constexpr int64_t kPad = 4;
 // the same bits (the float rounding stays TF's); SIMD only changes how many
 // elements one instruction handles. The one operand that differs is exact:
 // at a clamped x tap the 4-lane loops compute l + (r' - l) * 0 (= l) where TF
-// computes l + (l - l) * t (= l). TFPIPE_NATIVE_ISA=baseline forces the
-// baseline version: what a pre-AVX2 host runs
+// computes l + (l - l) * t (= l). The `isa: 'baseline'` attr (IsaScope) forces
+// the baseline version: what a pre-AVX2 host runs
 // (tests/pipeline/test_host_independence.py, tests/native/test_resize_simd.py).
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(TFPIPE_NATIVE_PORTABLE)
 #define TFPIPE_DISPATCH 1
@@ -239,13 +275,11 @@ TFPIPE_AVX2 void RowYAvx2(const float* top, const float* bot, float t, int64_t n
 }
 
 bool UseAvx2() {
-  static const bool use = [] {
-    const char* isa = std::getenv("TFPIPE_NATIVE_ISA");
-    if (isa != nullptr && std::string(isa) == "baseline") return false;
+  static const bool has = [] {
     __builtin_cpu_init();
     return __builtin_cpu_supports("avx2") != 0;
   }();
-  return use;
+  return has && !tfpipe_isa_baseline;
 }
 #else
 template <int C>
@@ -346,7 +380,8 @@ void ResizeBilinearU8Into(const uint8_t* src, int64_t in_h, int64_t in_w, int64_
 
 class ResizeBilinearU8Op : public OpKernel {
  public:
-  explicit ResizeBilinearU8Op(OpKernelConstruction* ctx) : OpKernel(ctx) {}
+  explicit ResizeBilinearU8Op(OpKernelConstruction* ctx)
+      : OpKernel(ctx), baseline_(IsaBaselineAttr(ctx)) {}
 
   void Compute(OpKernelContext* ctx) override {
     const Tensor& image = ctx->input(0);
@@ -376,9 +411,13 @@ class ResizeBilinearU8Op : public OpKernel {
     OP_REQUIRES_OK(ctx, ctx->allocate_output(
                             0, TensorShape({out_h, out_w, channels}), &out));
 
+    IsaScope isa(baseline_);
     ResizeBilinearU8Into(image.flat<uint8>().data(), in_h, in_w, channels, out_h, out_w, flip,
                          out->flat<uint8>().data());
   }
+
+ private:
+  const bool baseline_;
 };
 
 }  // namespace

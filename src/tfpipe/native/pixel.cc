@@ -27,7 +27,7 @@
 // Layout: each image is processed in blocks of kBlock pixels, interleaved as in the
 // tensor (element e is channel e % c; per-channel constants are laid out per
 // element of a block), with SSE2 loops (x86-64 baseline) and, picked once per process
-// where the CPU has it, AVX loops (8 lanes; TFPIPE_NATIVE_ISA=baseline forces SSE2);
+// where the CPU has it, AVX loops (8 lanes; the `isa: 'baseline'` attr forces SSE2);
 // each lane is the scalar loop's IEEE operation. The only barrier is contrast's
 // channel mean, so a chain runs as one pass per contrast + 1: load + the ops before
 // the first contrast; then each contrast + the ops up to the next one; the last pass
@@ -80,6 +80,7 @@ REGISTER_OP("TfpipePixelChain")
     .Attr("normalize: bool")
     .Attr("mean: list(float) >= 0")
     .Attr("std: list(float) >= 0")
+    .Attr("isa: {'native', 'baseline'} = 'native'")
     .Output("out: out_dtype")
     .SetShapeFn([](shape_inference::InferenceContext* c) {
       shape_inference::ShapeHandle images, unused;
@@ -139,20 +140,18 @@ inline __m128 Out4(__m128 v) {
 // bits, so the uint8 widening is SSE2's, joined into 256 bits). Each lane is the same
 // IEEE operation as the SSE2/scalar loop (no FMA: -ffp-contract=off and no "fma"
 // target; vminps/vmaxps select exactly as minps/maxps), so the bits do not depend on
-// which runs. Picked once per process (PixAvx); TFPIPE_NATIVE_ISA=baseline forces
-// the SSE2 loops, as ops.cc's dispatch does.
+// which runs. The CPU is asked once per process (PixAvx); a kernel's
+// `isa: 'baseline'` attr forces the SSE2 loops, as ops.cc's dispatch does.
 #if defined(__x86_64__) && defined(__GNUC__) && defined(__SSE2__)
 #define TFPIPE_PIX_AVX 1
 #define PIX_AVX __attribute__((target("avx")))
 
 bool PixAvx() {
-  static const bool use = [] {
-    const char* isa = std::getenv("TFPIPE_NATIVE_ISA");
-    if (isa != nullptr && std::string(isa) == "baseline") return false;
+  static const bool has = [] {
     __builtin_cpu_init();
     return __builtin_cpu_supports("avx") != 0;
   }();
-  return use;
+  return has && !tfpipe_isa_baseline;  // ops.cc: the kernel's `isa` attr (IsaScope)
 }
 
 PIX_AVX inline __m256 Clip8(__m256 v, __m256 lo, __m256 hi) {
@@ -966,7 +965,8 @@ class PixelChain {
 
 class PixelChainOp : public OpKernel {
  public:
-  explicit PixelChainOp(OpKernelConstruction* ctx) : OpKernel(ctx) {
+  explicit PixelChainOp(OpKernelConstruction* ctx)
+      : OpKernel(ctx), baseline_(IsaBaselineAttr(ctx)) {
     std::vector<std::string> ops;
     std::vector<bool> gated;
     bool to_float = true, normalize = false;
@@ -1026,6 +1026,7 @@ class PixelChainOp : public OpKernel {
     io.nb = nb.data();
 
     auto run = [&](int64_t start, int64_t limit) {
+      IsaScope isa(baseline_);  // on this Shard task's thread
       Scratch s;
       chain_.InitScratch(n, c, &s);
       for (int64_t img = start; img < limit; ++img) chain_.Image(img, io, s);
@@ -1039,6 +1040,7 @@ class PixelChainOp : public OpKernel {
   }
 
  private:
+  const bool baseline_;
   PixelChain chain_;
   bool float_in_ = false;
 };

@@ -47,4 +47,5 @@ def pixel_chain(images: tf.Tensor, params: tf.Tensor, apply: tf.Tensor, ops: Seq
         images, tf.convert_to_tensor(params, tf.float32), tf.convert_to_tensor(apply, tf.bool),
         out_dtype=out_dtype, ops=list(ops), gated=[bool(g) for g in gated],
         to_float=bool(to_float), normalize=bool(normalize),
-        mean=[float(v) for v in (mean or [])], std=[float(v) for v in (std or [])])
+        mean=[float(v) for v in (mean or [])], std=[float(v) for v in (std or [])],
+        **native.isa_attrs())

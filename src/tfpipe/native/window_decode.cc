@@ -20,8 +20,8 @@
 // (CropAlign / AlignCropLeft, jpeg_strict.cc), so TF decodes each row straight
 // into the scratch buffer instead of into a temporary row plus a shifted
 // memcpy, and the resize reads the window out of the wider rows (offset +
-// stride). TFPIPE_ALIGNED_CROP=0 (read when a kernel is constructed) asks for
-// the window itself, as before: for benchmarks and the equality test.
+// stride). The `aligned_crop: false` attr (tfpipe.native.jpeg.unaligned_crop(),
+// for benchmarks and the equality test) asks for the window itself, as before.
 // Those helpers live in the other sources' anonymous namespaces: the build
 // compiles every source as ONE translation unit in name order
 // (tfpipe.native.build), and this file's name sorts after theirs.
@@ -50,6 +50,8 @@ REGISTER_OP("TfpipeDecodeCropResize")
     .Attr("ratio: list(float)")
     .Attr("channels: int = 3")
     .Attr("dct_scaling: bool = true")
+    .Attr("aligned_crop: bool = true")
+    .Attr("isa: {'native', 'baseline'} = 'native'")
     .Output("image: uint8")
     .SetShapeFn([](shape_inference::InferenceContext* c) {
       shape_inference::ShapeHandle hw, out;
@@ -92,16 +94,21 @@ GetImageInfoFn LookupGetImageInfo() {
   return fn;
 }
 
-// Whether the fused kernels widen a crop to its iMCU column (see the header):
-// on unless TFPIPE_ALIGNED_CROP=0. Read by each kernel's constructor.
-bool AlignedCropFromEnv() {
-  const char* v = std::getenv("TFPIPE_ALIGNED_CROP");
-  return v == nullptr || std::string(v) != "0";
+// Whether the fused kernels widen a crop to its iMCU column (see the header): the
+// kernel's `aligned_crop` attr (default true). Read by each kernel's constructor.
+bool AlignedCropAttr(OpKernelConstruction* ctx) {
+  bool aligned = true;
+  if (ctx->HasAttr("aligned_crop")) {
+    const absl::Status st = ctx->GetAttr("aligned_crop", &aligned);
+    if (!st.ok()) ctx->CtxFailure(__FILE__, __LINE__, st);
+  }
+  return aligned;
 }
 
 class DecodeCropResizeOp : public OpKernel {
  public:
-  explicit DecodeCropResizeOp(OpKernelConstruction* ctx) : OpKernel(ctx) {
+  explicit DecodeCropResizeOp(OpKernelConstruction* ctx)
+      : OpKernel(ctx), baseline_(IsaBaselineAttr(ctx)) {
     std::vector<float> ratio;
     OP_REQUIRES_OK(ctx, ctx->GetAttr("ratio", &ratio));
     OP_REQUIRES(ctx, ratio.size() == 2 && ratio[0] > 0.0f && ratio[0] <= ratio[1],
@@ -112,7 +119,7 @@ class DecodeCropResizeOp : public OpKernel {
     OP_REQUIRES(ctx, channels_ == 1 || channels_ == 3,
                 errors::InvalidArgument("channels must be 1 or 3, got ", channels_));
     OP_REQUIRES_OK(ctx, ctx->GetAttr("dct_scaling", &dct_));
-    aligned_ = AlignedCropFromEnv();
+    aligned_ = AlignedCropAttr(ctx);
     std::string why;
     OP_REQUIRES(ctx, LookupUncompress(&why) != nullptr, errors::Unavailable(why));
     OP_REQUIRES(ctx, LookupGetImageInfo() != nullptr,
@@ -123,6 +130,7 @@ class DecodeCropResizeOp : public OpKernel {
   void Compute(OpKernelContext* ctx) override;
 
  private:
+  const bool baseline_;
   float r_lo_ = 0.0f, r_hi_ = 0.0f;
   int channels_ = 3;
   bool dct_ = true;
@@ -168,7 +176,7 @@ struct RowSpec {
   float crop_fraction = 0.875f;    // kRowCenter
   int channels = 3;
   bool dct = true;
-  bool aligned = true;  // widen the crop to its iMCU column (AlignedCropFromEnv)
+  bool aligned = true;  // widen the crop to its iMCU column (AlignedCropAttr)
   int64_t out_h = 0, out_w = 0;
 };
 
@@ -281,6 +289,7 @@ Status DecodeCropResizeRow(const tstring& input, const float* draws, int64_t att
 }
 
 void DecodeCropResizeOp::Compute(OpKernelContext* ctx) {
+  IsaScope isa(baseline_);  // ops.cc: the resize's loops
   const Tensor& contents = ctx->input(0);
   const Tensor& draws = ctx->input(1);
   const Tensor& size = ctx->input(4);

@@ -65,6 +65,8 @@ REGISTER_OP("TfpipeDecodeCropResizeBlock")
     .Attr("gated: list(bool) = []")
     .Attr("mean: list(float) = []")
     .Attr("std: list(float) = []")
+    .Attr("aligned_crop: bool = true")
+    .Attr("isa: {'native', 'baseline'} = 'native'")
     .Output("images: out_dtype")
     .Output("status: int32")
     .Output("message: string")
@@ -117,7 +119,8 @@ namespace {
 
 class DecodeCropResizeBlockOp : public OpKernel {
  public:
-  explicit DecodeCropResizeBlockOp(OpKernelConstruction* ctx) : OpKernel(ctx) {
+  explicit DecodeCropResizeBlockOp(OpKernelConstruction* ctx)
+      : OpKernel(ctx), baseline_(IsaBaselineAttr(ctx)) {
     std::vector<float> ratio;
     OP_REQUIRES_OK(ctx, ctx->GetAttr("ratio", &ratio));
     OP_REQUIRES(ctx, ratio.size() == 2 && ratio[0] > 0.0f && ratio[0] <= ratio[1],
@@ -128,7 +131,7 @@ class DecodeCropResizeBlockOp : public OpKernel {
     OP_REQUIRES(ctx, spec_.channels == 1 || spec_.channels == 3,
                 errors::InvalidArgument("channels must be 1 or 3, got ", spec_.channels));
     OP_REQUIRES_OK(ctx, ctx->GetAttr("dct_scaling", &spec_.dct));
-    spec_.aligned = AlignedCropFromEnv();  // window_decode.cc
+    spec_.aligned = AlignedCropAttr(ctx);  // window_decode.cc
     OP_REQUIRES_OK(ctx, ctx->GetAttr("crop_fraction", &spec_.crop_fraction));
     OP_REQUIRES(ctx, spec_.crop_fraction > 0.0f && spec_.crop_fraction <= 1.0f,
                 errors::InvalidArgument("crop_fraction must be in (0, 1], got ",
@@ -236,6 +239,7 @@ class DecodeCropResizeBlockOp : public OpKernel {
     Status fatal;
     const int64_t pixels = spec.out_h * spec.out_w;
     auto run = [&](int64_t begin, int64_t end) {
+      IsaScope isa(baseline_);  // ops.cc: this Shard task's resize and chain loops
       // With a write-out each row is decoded into this thread's buffer (in L2) and
       // goes through the chain (pixel.cc's PixelChain, the batch op's per-image code)
       // into the output; without one, straight into the output.
@@ -314,6 +318,7 @@ class DecodeCropResizeBlockOp : public OpKernel {
   }
 
  private:
+  const bool baseline_;
   RowSpec spec_;
   PixelChain chain_, plain_;
   bool float_out_ = false, write_out_ = false;

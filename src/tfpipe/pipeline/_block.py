@@ -27,16 +27,16 @@ path"):
 Every row's bytes are the per-element path's (the op's contract: row i equals
 `decode_crop_resize` / `eval_image` of that row; tests/pipeline/
 test_block_path.py compares whole pipelines), so the path needs no config
-switch; `TFPIPE_BLOCK_PATH=0` (read once, at import) keeps the per-element
-path, for comparisons, and `TFPIPE_BLOCK_SCHED=isolated` / `structure("isolated")`
-the structure before (the whole block function isolated per block).
+switch. Benchmarks and tests compare the variants in one process, with no
+environment variable: `forced(False)` keeps the per-element path,
+`structure("isolated")` the structure before (the whole block function isolated
+per block), `write_out(False)` the uint8 block with L3 + normalize in compose.
 """
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
-import os
 from typing import Any, Callable, Iterator, Sequence
 
 import tensorflow as tf
@@ -44,12 +44,8 @@ import tensorflow as tf
 from tfpipe.pipeline._errors import log_and_count_skipped
 from tfpipe.pipeline._source import IMAGE_KEY, LABEL_KEY
 
-ENV = "TFPIPE_BLOCK_PATH"
-_ENV_ON = os.environ.get(ENV, "1").strip() != "0"
 _FORCED: list[bool] = []  # innermost `forced(...)` wins (benchmarks, tests)
-# TFPIPE_BLOCK_WRITE_OUT=0: the block stays uint8 and compose runs L3 + normalize (for
-# comparisons; the same bytes)
-_WRITE_OUT_ON = os.environ.get("TFPIPE_BLOCK_WRITE_OUT", "1").strip() != "0"
+_WRITE_OUT: list[bool] = []  # innermost `write_out(...)` wins (benchmarks, tests)
 
 # modes and statuses of `native.jpeg.decode_crop_resize_block`
 RRC, WHOLE, EVAL = 0, 1, 2
@@ -68,15 +64,29 @@ def forced(on: bool) -> Iterator[None]:
 
 
 def enabled() -> bool:
-    return _FORCED[-1] if _FORCED else _ENV_ON
+    return _FORCED[-1] if _FORCED else True
 
 
-# TFPIPE_BLOCK_SCHED (read once, at import): "map" (default) isolates only
-# parse_example per block and decodes in one parallel map; "isolated" (the
-# structure before) isolates the whole block function per block. Same bytes.
-SCHED_ENV = "TFPIPE_BLOCK_SCHED"
+@contextlib.contextmanager
+def write_out(on: bool) -> Iterator[None]:
+    """Block-path pipelines built inside do (`on`, the default) or do not run the
+    batch stage's colour chain + normalize inside the block kernel; without it the
+    block stays uint8 and compose runs them. The same bytes (for comparisons)."""
+    _WRITE_OUT.append(bool(on))
+    try:
+        yield
+    finally:
+        _WRITE_OUT.pop()
+
+
+def _write_out_on() -> bool:
+    return _WRITE_OUT[-1] if _WRITE_OUT else True
+
+
+# Structures: "map" (the default) isolates only parse_example per block and
+# decodes in one parallel map; "isolated" (the structure before) isolates the
+# whole block function per block. Same bytes.
 STRUCTURES = ("map", "isolated")
-_SCHED_ENV = os.environ.get(SCHED_ENV, "map").strip() or "map"
 _STRUCTURE: list[str] = []
 
 
@@ -94,10 +104,7 @@ def structure(name: str) -> Iterator[None]:
 
 
 def _structure() -> str:
-    name = _STRUCTURE[-1] if _STRUCTURE else _SCHED_ENV
-    if name not in STRUCTURES:
-        raise ValueError(f"{SCHED_ENV}: one of {STRUCTURES}, got {name!r}")
-    return name
+    return _STRUCTURE[-1] if _STRUCTURE else "map"
 
 
 def _op_available() -> bool:
@@ -461,7 +468,7 @@ def batches(ds: tf.data.Dataset, builder: Any, parse_spec: Callable[..., Any] | 
     spec = _spec(parse_spec)
     assert spec is not None, "block path taken for an ineligible pipeline"
     plan = builder.plan if train and builder.augmenting else None
-    wspec = write_out_spec(builder, train) if write_out and _WRITE_OUT_ON else None
+    wspec = write_out_spec(builder, train) if write_out and _write_out_on() else None
     fast, slow, decoded = _decode_block(builder, spec, plan, train, wspec)
     blocks = ds.batch(s.batch_size)
     npar = parallel if parallel == -1 else max(1, parallel)

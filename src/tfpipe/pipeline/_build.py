@@ -174,6 +174,11 @@ def epochs_from(first: int, per_epoch: Any, counter: EpochCounter | None = None
     start = tf.data.Dataset.from_tensors(tf.constant(first, tf.int64))
     raised: list[TfpipeError] = []
 
+    # Not converted by AutoGraph: this function builds a whole epoch in Python
+    # (reading manifests, os.path calls, config logic); converted, AutoGraph walks
+    # all of it and warns about every builtin it cannot transform (isfile, getsize)
+    # on each build. Its tensors need no Python control flow.
+    @tf.autograph.experimental.do_not_convert
     def epoch_pipeline(e: tf.Tensor) -> tf.data.Dataset:
         try:
             return per_epoch(e)
