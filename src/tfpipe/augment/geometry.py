@@ -674,9 +674,16 @@ def center_crop_window(image_height: object, image_width: object, size: Size,
     w = tf.cast(image_width, tf.int32)
     hf, wf = tf.cast(h, tf.float32), tf.cast(w, tf.float32)
     oh, ow = _hw_float(size)
-    fit = tf.minimum(hf / oh, wf / ow) * crop_fraction
-    ch = tf.clip_by_value(tf.cast(tf.round(oh * fit), tf.int32), 1, h)
-    cw = tf.clip_by_value(tf.cast(tf.round(ow * fit), tf.int32), 1, w)
+    # float32, in this order (the native kernels' CenterWindow too). DivNoNan /
+    # MulNoNan compute exactly x / y and x * y here (y > 0), but grappler has no
+    # rewrite for them: in a tf.function (a SavedModel's serving graph) constant
+    # folding turns `x / 224` into `x * (1 / 224)` and folds `224 * (x * 0.875)`,
+    # which moves the .5 ties (284 * 0.875 = 248.5 -> 249), a window one pixel
+    # larger than tf.data's (which runs the ops as written) -- issue #22.
+    div, mul = tf.math.divide_no_nan, tf.math.multiply_no_nan
+    fit = mul(tf.minimum(div(hf, oh), div(wf, ow)), tf.constant(crop_fraction, tf.float32))
+    ch = tf.clip_by_value(tf.cast(tf.round(mul(oh, fit)), tf.int32), 1, h)
+    cw = tf.clip_by_value(tf.cast(tf.round(mul(ow, fit)), tf.int32), 1, w)
     return (h - ch) // 2, (w - cw) // 2, ch, cw
 
 

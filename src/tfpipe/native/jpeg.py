@@ -72,6 +72,15 @@ def available() -> bool:
     return _PROBE["ok"]
 
 
+def fallback_checks() -> bool:
+    """Whether the pure-TF decode of a pipeline should check JPEGs itself
+    (`tfpipe.native.jpeg_structure`): the strict decode is unavailable for the
+    process (TFPIPE_NATIVE=0, not built, unusable), not merely switched off inside
+    `native.pure_tf()` -- a graph for stock TF / TFLite (the serving signatures,
+    which check their input themselves, tfpipe.export)."""
+    return not available() and not getattr(native._local, "pure", 0)  # noqa: SLF001
+
+
 def decode_jpeg_strict(contents: tf.Tensor, channels: int = 0,
                        window: Any | None = None, target: Any | None = None) -> tf.Tensor:
     """uint8 [h, w, c]: `tf.io.decode_jpeg(contents, channels)` or, with `window`

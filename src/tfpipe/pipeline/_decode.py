@@ -31,25 +31,76 @@ so when the native library is built (`tfpipe.native.jpeg.available()`, decided
 when the pipeline is traced) JPEGs go through `decode_jpeg_strict` -- the same
 pixels, bit for bit, but an `InvalidArgumentError` on a warning or a damaged
 marker structure, which `pipeline.on_error` then skips (and counts) or raises
-with the shard and record. Without it (TFPIPE_NATIVE=0, not built) only what
-TF's ops reject fails (a file cut before its last rows); docs/pipeline.md
+with the shard and record. Without it (TFPIPE_NATIVE=0, not built) the same
+marker walk runs as graph ops (`tfpipe.native.jpeg_structure`) and an end
+marker inside the scan is found by a second decode of those files only
+(`checked_jpeg`): the two paths skip the same records for those kinds of
+damage; a scan cut and re-closed with EOI, or zeroed mid-way, only the native
+decode sees (one warning when such a pipeline is built); docs/pipeline.md
 "Bad records" lists exactly what each path catches.
 """
 
 from __future__ import annotations
 
-from typing import Callable
+import logging
+from typing import Any, Callable
 
 import tensorflow as tf
 
 Window = tuple[tf.Tensor, tf.Tensor, tf.Tensor, tf.Tensor]
 WindowFn = Callable[[tf.Tensor, tf.Tensor], Window]
+Probe = Callable[[Any], Callable[[tf.Tensor], tf.Tensor]]  # jpeg_structure.Frame -> decode
+
+log = logging.getLogger("tfpipe")
+_WARNED: list[bool] = []  # the fallback's one warning per process
 
 
 def _strict() -> bool:
     from tfpipe.native import jpeg as native_jpeg
 
     return native_jpeg.available()
+
+
+def _checked() -> bool:
+    """The fallback's own JPEG checks (`checked_jpeg`) apply: no strict decode in this
+    process (not just inside `native.pure_tf()`, the serving graphs). Warns once."""
+    from tfpipe.native import jpeg as native_jpeg
+
+    checked = native_jpeg.fallback_checks()
+    if checked and not _WARNED:
+        _WARNED.append(True)
+        log.warning(
+            "tfpipe: JPEGs are decoded with TF's own ops (native library off or not built: "
+            "tfpipe env); damaged marker structure and an end marker inside a scan are "
+            "skipped as with the native library, but a scan cut and re-closed with EOI, or "
+            "zeroed mid-way, is decoded with gray where the native decode skips it, so on "
+            "such data the sample set can differ. Find them with tfpipe verify DATA --deep "
+            "(docs/pipeline.md \"Bad records\")")
+    return checked
+
+
+def checked_jpeg(encoded: tf.Tensor, decode: Callable[[tf.Tensor], tf.Tensor],
+                 probe: Probe | None = None) -> tf.Tensor:
+    """`decode(encoded)` of a JPEG, failing (InvalidArgumentError, like the native
+    strict decode) on a damaged marker structure or when the decode needed data
+    past an end marker inside the scan: the pure-TF fallback's checks
+    (`tfpipe.native.jpeg_structure`). `probe`: the decode whose rows tell (default
+    `decode`; `_rows_probe` for a window). Same pixels as `decode` when it passes."""
+    from tfpipe.native import jpeg_structure as js
+
+    code, at, eoi, frame = js.structure(encoded)
+    ok = tf.debugging.Assert(tf.equal(code, js.OK), [js.message(code, at)])
+    with tf.control_dependencies([ok]):
+        image = decode(encoded)
+    if probe is None:
+        cut = js.premature_end(encoded, eoi, decode, image)
+    else:
+        cut = js.premature_end(encoded, eoi, probe(frame))
+    ok = tf.debugging.Assert(tf.logical_not(cut), [
+        "damaged JPEG: an EOI marker inside the scan at byte", eoi,
+        "(premature end of data segment)"])
+    with tf.control_dependencies([ok]):
+        return tf.identity(image)
 
 
 def decode_full(encoded: tf.Tensor, channels: int) -> tf.Tensor:
@@ -64,6 +115,10 @@ def decode_full(encoded: tf.Tensor, channels: int) -> tf.Tensor:
         # decode_image decodes a JPEG exactly as decode_jpeg does (same flags)
         image = tf.cond(tf.io.is_jpeg(encoded),
                         lambda: decode_jpeg_strict(encoded, channels), any_format)
+    elif _checked():
+        # decode_jpeg: what decode_image runs for a JPEG (same flags), checked
+        image = tf.cond(tf.io.is_jpeg(encoded), lambda: checked_jpeg(
+            encoded, lambda e: tf.io.decode_jpeg(e, channels=channels)), any_format)
     else:
         image = any_format()
     return tf.ensure_shape(image, [None, None, channels])
@@ -94,19 +149,41 @@ def scaled_window(window: Window, r: tf.Tensor) -> Window:
     return y0, x0, y1 - y0, x1 - x0
 
 
-def decode_and_crop_scaled(encoded: tf.Tensor, window: Window, channels: int,
-                           target: tuple[int, int]) -> tf.Tensor:
-    """Pure TF: `decode_and_crop_jpeg` of the full-size `window` at the DCT
-    reduction `dct_ratio` picks for `target` (`ratio` is a static attr of TF's op:
-    a switch over the four)."""
-    r = dct_ratio(window[2], window[3], target)
-    scaled = tf.stack(scaled_window(window, r))
-
+def _crop_at(encoded: tf.Tensor, scaled: tf.Tensor, channels: int, r: tf.Tensor) -> tf.Tensor:
+    """`decode_and_crop_jpeg(encoded, scaled, ratio=r)` for a tensor r in RATIOS
+    (`ratio` is a static attr of TF's op: a switch over the four)."""
     def at(k: int) -> Callable[[], tf.Tensor]:
         return lambda: tf.io.decode_and_crop_jpeg(encoded, scaled, channels=channels, ratio=k)
 
     index = sum(tf.cast(r >= k, tf.int32) for k in RATIOS[1:])  # r = 2 ** index
     return tf.switch_case(index, [at(k) for k in RATIOS])
+
+
+def decode_and_crop_scaled(encoded: tf.Tensor, window: Window, channels: int,
+                           target: tuple[int, int]) -> tf.Tensor:
+    """Pure TF: `decode_and_crop_jpeg` of the full-size `window` at the DCT
+    reduction `dct_ratio` picks for `target`."""
+    r = dct_ratio(window[2], window[3], target)
+    return _crop_at(encoded, tf.stack(scaled_window(window, r)), channels, r)
+
+
+def _rows_probe(window: Window, size: tf.Tensor, channels: int,
+                target: tuple[int, int] | None) -> Probe:
+    """What `checked_jpeg` compares for a window decode: full width, at the window's
+    DCT ratio, the rows down to the last iMCU row libjpeg entropy-decodes for the
+    window (`jpeg_structure.rows_decoded`): it decodes whole MCU rows, so an end
+    marker beside or just below the window is hit too (the native op then warns
+    although the window's pixels are intact)."""
+    r = tf.constant(1) if target is None else dct_ratio(window[2], window[3], target)
+    y0, _, h, _ = scaled_window(window, r)
+    height, width = ((tf.cast(v, tf.int32) + r - 1) // r for v in (size[0], size[1]))
+
+    def probe(frame: Any) -> Callable[[tf.Tensor], tf.Tensor]:
+        from tfpipe.native.jpeg_structure import rows_decoded
+
+        rows = tf.stack([0, 0, rows_decoded(y0 + h, height, r, frame), width])
+        return lambda e: _crop_at(e, rows, channels, r)
+    return probe
 
 
 def decode_window(encoded: tf.Tensor, channels: int, window_fn: WindowFn,
@@ -124,6 +201,7 @@ def decode_window(encoded: tf.Tensor, channels: int, window_fn: WindowFn,
     before decoding there).
     """
     strict = _strict()
+    checked = not strict and crop_in_decoder and _checked()
 
     def jpeg() -> tuple[tf.Tensor, ...]:
         shape = tf.io.extract_jpeg_shape(encoded, output_type=tf.int32)
@@ -132,11 +210,15 @@ def decode_window(encoded: tf.Tensor, channels: int, window_fn: WindowFn,
             from tfpipe.native.jpeg import decode_jpeg_strict
 
             crop = decode_jpeg_strict(encoded, channels, tf.stack([oy, ox, ch, cw]), target)
-        elif target is not None:
-            crop = decode_and_crop_scaled(encoded, (oy, ox, ch, cw), channels, target)
         else:
-            crop = tf.io.decode_and_crop_jpeg(encoded, tf.stack([oy, ox, ch, cw]),
-                                              channels=channels)
+            def decode(e: tf.Tensor) -> tf.Tensor:
+                if target is not None:
+                    return decode_and_crop_scaled(e, (oy, ox, ch, cw), channels, target)
+                return tf.io.decode_and_crop_jpeg(e, tf.stack([oy, ox, ch, cw]),
+                                                  channels=channels)
+
+            crop = checked_jpeg(encoded, decode, _rows_probe(
+                (oy, ox, ch, cw), shape, channels, target)) if checked else decode(encoded)
         return crop, oy, ox, ch, cw, shape[0], shape[1]
 
     def other() -> tuple[tf.Tensor, ...]:
