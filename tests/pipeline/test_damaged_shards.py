@@ -10,6 +10,8 @@ damaged files, and the manifest convert wrote.
 
 from __future__ import annotations
 
+import contextlib
+
 import json
 import os
 from pathlib import Path
@@ -78,11 +80,16 @@ def _cfg(data: Path, **over) -> dict:
 
 @pytest.mark.parametrize("native", ["1", "0"])
 def test_skip_reads_every_readable_record_of_truncated_and_missing_shards(
-        converted, capfd, monkeypatch, native):
+        converted, capfd, request, native):
     """Before: `ManifestError: ... 17124 bytes on disk ... the shard was changed or
     truncated` at build time: not one of the readable records could be read. The
     pure-TF fallback (no resync) reads the same records: the damage is at the end."""
-    monkeypatch.setenv("TFPIPE_NATIVE", native)
+    from tfpipe import switches
+
+    # (switches are read once per process: an override, not setenv)
+    stack = contextlib.ExitStack()
+    stack.enter_context(switches.override(TFPIPE_NATIVE=native))
+    request.addfinalizer(stack.close)
     m = Manifest.load(converted)
     shards = [converted / e.path for e in m.splits["train"].shards]
     listed = {str(p): e.num_records for p, e in zip(shards, m.splits["train"].shards)}

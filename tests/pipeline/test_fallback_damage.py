@@ -235,14 +235,17 @@ def test_end_marker_in_the_scan_is_caught_where_the_native_decode_catches_it():
     assert verdicts.get("ok", 0) > 10 and verdicts.get("decode", 0) > 10, verdicts
 
 
-def test_serving_graphs_leave_the_checks_out(monkeypatch):
+def test_serving_graphs_leave_the_checks_out():
     """The fallback's checks run where the process has no strict decode
     (TFPIPE_NATIVE=0), not under `native.pure_tf()` (the serving export, whose
     signatures check their input themselves, tfpipe.export._inputs)."""
     from tfpipe import native
     from tfpipe.native import jpeg as native_jpeg
 
-    monkeypatch.setenv("TFPIPE_NATIVE", "0")
-    assert native_jpeg.fallback_checks() is True
-    with native.pure_tf():
-        assert native_jpeg.fallback_checks() is False
+    from tfpipe import switches
+
+    # (the switches are read once per process: override, not setenv)
+    with switches.override(TFPIPE_NATIVE="0"):
+        assert native_jpeg.fallback_checks() is True
+        with native.pure_tf():
+            assert native_jpeg.fallback_checks() is False
