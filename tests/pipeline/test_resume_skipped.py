@@ -62,8 +62,10 @@ def _same(a, b) -> None:
             assert x[k].dtype == y[k].dtype and np.array_equal(x[k], y[k]), k
 
 
-@pytest.mark.parametrize("block", [True, False], ids=["block-path", "per-element"])
-def test_resume_at_the_recorded_offset_is_the_uninterrupted_epoch(data, block):
+@pytest.mark.slow
+@pytest.mark.parametrize("block, steps", [(True, (2, 3, 6)), (False, (3,))],
+                         ids=["block-path", "per-element"])
+def test_resume_at_the_recorded_offset_is_the_uninterrupted_epoch(data, block, steps):
     from tfpipe.pipeline import _block
 
     cfg = _cfg(data, **{"pipeline.on_error": "skip"})
@@ -71,13 +73,14 @@ def test_resume_at_the_recorded_offset_is_the_uninterrupted_epoch(data, block):
         ref = build_pipeline(cfg, keep_index=True)
         e0, e1 = _arrays(ref), _arrays(ref)
         assert [int(i) for b in e0 for i in b["index"]] == GOOD[:36]  # the oracle's order
-        for k in (2, 3, 6):
+        for k in steps:
             # the stream position after the (4k)-th good sample
             want = GOOD[4 * k - 1] + 1
             assert tp.stream_offset(ref, epoch=0, step=k) == want
             resumed = build_pipeline(cfg, step=k, offset=want, keep_index=True)
             _same(_arrays(resumed), e0[k:])  # the rest of epoch 0 ...
-            _same(_arrays(resumed), e1)      # ... then epoch 1 whole
+            if k == 3:
+                _same(_arrays(resumed), e1)  # ... then epoch 1 whole
         # without the offset, step 3 counts stream positions: another batch 3
         naive = _arrays(build_pipeline(cfg, step=3, keep_index=True))
         assert not np.array_equal(naive[0]["index"], e0[3]["index"])
@@ -103,6 +106,7 @@ class _Crash(keras.callbacks.Callback):
             raise RuntimeError("crash")
 
 
+@pytest.mark.slow
 def test_fit_resumes_exactly_after_skipped_records(data, tmp_path):
     """Uninterrupted `tfpipe.train.fit` (2 epochs) vs one that crashes after step 5
     (last checkpoint: step 3, with the bad record at position 2 before it and the
