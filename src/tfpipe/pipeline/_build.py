@@ -510,6 +510,18 @@ def _pass_report(ds: tf.data.Dataset, n: int | None, s: Settings, what: tf.Tenso
     end = tf.data.Dataset.from_tensors((tf.constant(True), _zeros(ds.element_spec)))
     marked = ds.map(lambda *b: (tf.constant(False), b[0] if len(b) == 1 else b)).concatenate(end)
 
+    def why_text(total: tf.Tensor, per_shard: tf.Tensor, framing: tf.Tensor, data: Any
+                 ) -> tf.Tensor:
+        return tf.where(
+            total > 0,
+            tf.strings.join([tf.strings.as_string(total), " records skipped in this pass (",
+                             per_shard, tf.where(tf.strings.length(framing) > 0,
+                                                 tf.strings.join(["; framing damage: ", framing]),
+                                                 ""), ")"]),
+            f"no record was skipped in this pass: the shards hold fewer records than the "
+            f"manifest lists (a stale or edited manifest.json; `tfpipe verify {data}` "
+            "checks it)")
+
     def shortfall(count: tf.Tensor) -> tf.Tensor:
         skipped = (take_pass_skipped(iteration, len(files)) if iteration is not None
                    else tf.zeros([len(files)], tf.int64))
@@ -520,15 +532,12 @@ def _pass_report(ds: tf.data.Dataset, n: int | None, s: Settings, what: tf.Tenso
             names + ": " + tf.strings.as_string(skipped), skipped > 0), separator=", ")
         framing = tf.strings.reduce_join(tf.boolean_mask(
             names + " (" + tf.strings.as_string(lost) + " lost)", lost > 0), separator=", ")
-        why = tf.where(
-            total > 0,
-            tf.strings.join([tf.strings.as_string(total), " records skipped in this pass (",
-                             per_shard, tf.where(tf.strings.length(framing) > 0,
-                                                 tf.strings.join(["; framing damage: ", framing]),
-                                                 ""), ")"]),
-            f"no record was skipped in this pass: the shards hold fewer records than the "
-            f"manifest lists (a stale or edited manifest.json; `tfpipe verify {data}` "
-            "checks it)")
+        if iteration is None:  # no per-pass counts here (tabular): say both causes
+            why = tf.constant("records were skipped (see the lines above and "
+                              "skipped_counts()) or the shards hold fewer records than the "
+                              "manifest lists")
+        else:
+            why = why_text(total, per_shard, framing, data)
         line = tf.strings.join([
             "tfpipe: ", what, " ended after ", tf.strings.as_string(count), f" of the {n} "
             "batches the manifest promises: ", why, "; no sample is repeated to fill the "
