@@ -120,7 +120,9 @@ def test_eval_split_and_cache(dataset, tmp_path):
     with _block.forced(True):
         ds = build_pipeline(cfg, "validation")
     first, second = _values(ds), _values(ds)  # the second pass reads the cache
-    assert any(p.name.endswith("-blocks.index") for p in tmp_path.iterdir())
+    # eval caches its decoded batches (outside the per-iteration part, both paths)
+    bs = tfpipe.pipeline.settings(cfg).batch_size
+    assert any(p.name.endswith(f"-batches{bs}.index") for p in tmp_path.iterdir())
     for x, y in zip(first, second):
         np.testing.assert_array_equal(x["image"], y["image"])
 

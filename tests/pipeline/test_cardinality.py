@@ -1,6 +1,7 @@
-"""The pipeline declares its length from the manifest (`assert_cardinality`), so
-Keras shows real progress and never warns "Your input ran out of data" on a
-correct run; under `on_error: skip` a pass still has exactly that many batches."""
+"""The pipeline declares its length from the manifest, so Keras shows real
+progress and never warns "Your input ran out of data" on a correct run; under
+`on_error: skip` a pass with skipped records ends after its real batches (no
+sample repeated or invented) and one line reports the shortfall."""
 
 from __future__ import annotations
 
@@ -132,29 +133,122 @@ def test_keras_fit_shows_progress_and_no_ran_out_of_data_warning(
     assert len(history.history["loss"]) == 2 and len(history.history["val_loss"]) == 2
 
 
-def test_skip_train_epoch_keeps_its_length_with_real_batches(dirty: Path) -> None:
-    """3 of 45 train records do not decode: the epoch still has 45 // 4 = 11 batches
-    (the 42 good samples make 10, the 11th is the epoch's first batch again)."""
+def _shard_of(path: Path, split: str, record: int) -> str:
+    """The shard file holding record `record` of `split` (the writer fills shards in order)."""
+    shards = sorted(str(p) for p in path.glob(f"{split}-*.tfrecord"))
+    ends = np.cumsum(_records_of(path, split))
+    return shards[int(np.searchsorted(ends, record, side="right"))]
+
+
+def _shortfall_lines(err: str) -> list[str]:
+    return [line for line in err.splitlines() if "ended after" in line]
+
+
+def test_skip_train_epoch_ends_short_and_never_repeats(dirty: Path, capfd) -> None:
+    """3 of 45 train records do not decode: the 42 good samples make 10 batches of
+    4 and the epoch ends there (the manifest's 11 stays the declared length).
+    Every sample at most once per epoch; each bad record counted once per epoch,
+    under its own shard; one line per short epoch says so."""
     reset_skipped_counts()
+    capfd.readouterr()
     train = build_pipeline(_cfg(dirty, **{"pipeline.on_error": "skip"}), "train",
                            keep_index=True)
     assert int(train.cardinality()) == N_TRAIN // 4
-    epoch = [b["index"].numpy() for b in train]  # no cardinality error
-    assert len(epoch) == N_TRAIN // 4 and all(len(b) == 4 for b in epoch)
-    first = np.concatenate(epoch[:-1])
-    assert len(set(first.tolist())) == len(first) == 40  # each good sample at most once
-    np.testing.assert_array_equal(epoch[-1], epoch[0])  # the top-up is real data
-    assert sum(skipped_counts().values()) >= len(BAD["train"])
+    for _ in range(2):  # two epochs: no cardinality error, no top-up
+        epoch = [b["index"].numpy() for b in train]
+        assert [len(b) for b in epoch] == [4] * ((N_TRAIN - len(BAD["train"])) // 4)
+        seen = np.concatenate(epoch)
+        assert len(set(seen.tolist())) == len(seen) == 40
+    want: dict[str, int] = {}
+    for r in BAD["train"]:
+        want[_shard_of(dirty, "train", r)] = want.get(_shard_of(dirty, "train", r), 0) + 2
+    assert skipped_counts() == want
+    lines = _shortfall_lines(capfd.readouterr().err)
+    assert len(lines) == 2, lines
+    for line in lines:
+        assert "10 of the 11 batches" in line and "3 records skipped" in line, line
+        for shard in want:
+            assert Path(shard).name in line, line
 
 
-def test_skip_eval_short_pass_ends_with_empty_batches(dirty: Path) -> None:
-    # 11 good of 13 val records: 3 batches (4, 4, 3); declared 4, so one empty batch
+def test_skip_eval_short_pass_ends_without_empty_batches(dirty: Path, capfd) -> None:
+    # 11 good of 13 val records: 3 batches (4, 4, 3), declared 4: the pass ends after 3
+    reset_skipped_counts()
+    capfd.readouterr()
     val = build_pipeline(_cfg(dirty, **{"pipeline.on_error": "skip"}), "val")
     assert int(val.cardinality()) == math.ceil(N_VAL / 4)
     for _ in range(2):  # every pass, no cardinality error
         sizes = [int(b["label"].shape[0]) for b in val]
-        assert sizes == [4, 4, 3, 0]
-        assert sum(sizes) == N_VAL - len(BAD["val"])
+        assert sizes == [4, 4, 3]
+    assert sum(skipped_counts().values()) == 2 * len(BAD["val"])
+    lines = _shortfall_lines(capfd.readouterr().err)
+    assert len(lines) == 2 and all("3 of the 4 batches" in x for x in lines), lines
+
+
+def test_keras_fit_and_evaluate_on_skipped_records(dirty: Path) -> None:
+    """model.fit trains each good sample once per epoch (10 steps, not 11) and
+    goes on to the next epoch; model.evaluate's loss is the mean over the 11 val
+    samples that decode (oracle: NumPy on the model's logits for those samples)."""
+    import keras
+
+    cfg = _cfg(dirty, **{"pipeline.on_error": "skip"})
+    train = build_pipeline(cfg, "train", as_supervised=True)
+    val = build_pipeline(cfg, "val", as_supervised=True)
+    keras.utils.set_random_seed(0)
+    model = keras.Sequential([keras.Input((16, 16, 3)), keras.layers.GlobalAveragePooling2D(),
+                              keras.layers.Dense(CLASSES)])
+    model.compile("sgd", keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    steps: list[int] = []
+
+    class Steps(keras.callbacks.Callback):
+        def on_epoch_begin(self, epoch, logs=None):
+            steps.append(0)
+
+        def on_train_batch_end(self, batch, logs=None):
+            steps[-1] += 1
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # Keras: "Your input ran out of data" (documented)
+        history = model.fit(train, validation_data=val, epochs=3, verbose=0,
+                            callbacks=[Steps()])
+        got = model.evaluate(val, verbose=0)
+    assert steps == [10, 10, 10]
+    assert len(history.history["loss"]) == 3
+    assert np.all(np.isfinite(history.history["loss"] + history.history["val_loss"]))
+    x = np.concatenate([b[0].numpy() for b in val])
+    y = np.concatenate([b[1].numpy() for b in val])
+    assert len(y) == N_VAL - len(BAD["val"])
+    logits = model(x).numpy().astype(np.float64)
+    logp = logits - np.log(np.exp(logits - logits.max(1, keepdims=True)).sum(1, keepdims=True)) \
+        - logits.max(1, keepdims=True)
+    want = -logp[np.arange(len(y)), y].mean()
+    assert got == pytest.approx(want, rel=1e-5)
+
+
+def test_manifest_that_lists_more_records_ends_the_pass_and_says_so(
+        tmp_path: Path, clean: Path, capfd) -> None:
+    """A manifest edited from 45 to 57 train records: nothing skipped, the shards
+    hold 45 (11 batches, declared 14): the pass ends after 11, no sample repeated,
+    and one line says the shards hold fewer records than the manifest lists."""
+    import shutil
+
+    try:
+        from .bad_data import edit_count
+    except ImportError:
+        from bad_data import edit_count  # type: ignore[no-redef]
+
+    data = tmp_path / "d"
+    shutil.copytree(clean, data)
+    edit_count(data, "train", 0, 12)
+    capfd.readouterr()
+    train = build_pipeline(_cfg(data, **{"pipeline.on_error": "skip"}), "train",
+                           keep_index=True)
+    assert int(train.cardinality()) == (N_TRAIN + 12) // 4
+    seen = np.concatenate([b["index"].numpy() for b in train])
+    assert len(seen) == 44 and len(set(seen.tolist())) == 44
+    lines = _shortfall_lines(capfd.readouterr().err)
+    assert len(lines) == 1 and "11 of the 14 batches" in lines[0], lines
+    assert "no record was skipped" in lines[0] and "manifest" in lines[0], lines
 
 
 def test_raise_declares_and_fails_on_the_record(dirty: Path) -> None:

@@ -39,17 +39,18 @@ def test_stage_order_in_graph(dataset, tmp_path):
     assert "CacheDatasetV2" in {n.op for n in g.node}
     inner = {n.op for f in g.library.function for n in f.node_def}
     assert {"ShuffleDatasetV3", "ParallelMapDatasetV2"} <= inner
-    # eval: decoded images cached (deterministic), no shuffle, no epoch counter
-    with _block.forced(False):  # the per-element path: samples cached, then batched
-        chain = dataset_chain(graph_def(build_pipeline(cfg, split="validation")))
-    assert not any(op.startswith(("ShuffleDataset", "FlatMap")) for op in chain)
-    assert _index(chain, "CacheDataset") < _index(chain, "BatchDataset") and \
-        chain[-1] == "PrefetchDataset"
-    # the block path (pipeline/_block.py): record blocks decoded, cached, rebatched
-    chain = dataset_chain(graph_def(build_pipeline(cfg, split="validation")))
-    assert not any(op.startswith(("ShuffleDataset", "FlatMap")) for op in chain)
-    assert _index(chain, "BatchDataset") < _index(chain, "ParallelInterleaveDataset") < \
-        _index(chain, "CacheDataset") < _index(chain, "RebatchDataset"), chain
+    # eval: no shuffle; each pass runs inside a flat_map (its own iteration id:
+    # docs/pipeline.md "Epochs"), the decoded uint8 batches are cached outside it
+    # (deterministic) and compose (a parallel map) follows; prefetch is last
+    for block, batching in ((False, "BatchDatasetV2"), (True, "RebatchDatasetV2")):
+        with _block.forced(block):  # per-element path: samples batched; block path: rebatched
+            g = graph_def(build_pipeline(cfg, split="validation"))
+        chain = dataset_chain(g)
+        inner = {n.op for f in g.library.function for n in f.node_def}
+        assert not any(op.startswith("ShuffleDataset") for op in set(chain) | inner), chain
+        assert _index(chain, "FlatMapDataset") < _index(chain, "CacheDataset") < \
+            _index(chain, "ParallelMapDataset") and chain[-1] == "PrefetchDataset", chain
+        assert batching in inner and "CacheDatasetV2" not in inner, (block, inner)
 
 
 def test_cache_dir_reproduces_and_options(dataset, tmp_path):

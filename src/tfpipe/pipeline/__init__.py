@@ -1,7 +1,7 @@
 """`build_pipeline`: config -> reproducible, fast `tf.data.Dataset` (docs/pipeline.md)."""
 
 from tfpipe.pipeline._build import (STAGES, batches_per_pass, build_pipeline, build_stages,
-                                    one_epoch_view, set_epoch)
+                                    one_epoch_view, set_epoch, stream_offset)
 from tfpipe.pipeline._classify import device_spec, device_stage
 from tfpipe.pipeline._cluster import ClusterWorker, tf_config_worker, worker_shares
 from tfpipe.pipeline._errors import framing_losses, reset_skipped_counts, skipped_counts
@@ -35,6 +35,7 @@ __all__ = [
     "set_epoch",
     "settings",
     "skipped_counts",
+    "stream_offset",
     "tabular_transforms",
     "tf_config_worker",
     "transform_specs",

@@ -412,9 +412,12 @@ def _decode_block(builder: Any, spec: dict[str, Any], plan: Callable[..., Any] |
     return fast, slow, decoded
 
 
-def _report(files: list[str], policy: str) -> Callable[[dict[str, tf.Tensor]], Any]:
+def _report(files: list[str], policy: str, iteration: tf.Tensor | None = None,
+            on_failed: Callable[[tf.Tensor], Any] | None = None
+            ) -> Callable[[dict[str, tf.Tensor]], Any]:
     """Per block, sequential: the failed rows logged + counted (skip) or the
-    pipeline failed (raise), as `_errors.isolate` words it; then removed."""
+    pipeline failed (raise), as `_errors.isolate` words it; then removed.
+    `iteration` / `on_failed`: as `_errors.guarded_map` takes them."""
     paths = tf.constant(files)
 
     @tf.autograph.experimental.do_not_convert
@@ -422,13 +425,13 @@ def _report(files: list[str], policy: str) -> Callable[[dict[str, tf.Tensor]], A
         ok = blk["ok"]
         bad = tf.logical_not(ok)
 
-        def messages() -> tuple[tf.Tensor, tf.Tensor]:
+        def messages() -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
             where = tf.boolean_mask(blk["_shard"], bad)
             shard_paths = tf.gather(paths, where)
             msgs = tf.strings.join(
                 ["tfpipe: bad record ", tf.strings.as_string(tf.boolean_mask(blk["_record"], bad)),
                  " in shard ", shard_paths, f" (pipeline.on_error={policy})"])
-            return msgs, shard_paths
+            return msgs, shard_paths, where
 
         if policy == "raise":
             def first() -> tf.Tensor:
@@ -439,7 +442,13 @@ def _report(files: list[str], policy: str) -> Callable[[dict[str, tf.Tensor]], A
                 ok = tf.identity(ok)
         else:
             def log_and_count() -> tf.Tensor:
-                return log_and_count_skipped(*messages())
+                msgs, shard_paths, shard_ids = messages()
+                logged = log_and_count_skipped(msgs, shard_paths, shard_ids, iteration)
+                if on_failed is None:
+                    return logged
+                with tf.control_dependencies(
+                        [logged, on_failed(tf.boolean_mask(blk["_local"], bad))]):
+                    return tf.constant(True)
 
             reported = tf.cond(tf.reduce_any(bad), log_and_count, lambda: tf.constant(False))
             with tf.control_dependencies([reported]):
@@ -456,11 +465,13 @@ def batches(ds: tf.data.Dataset, builder: Any, parse_spec: Callable[..., Any] | 
             files: list[str],
             policy: str, parallel: int, deterministic: bool, train: bool, drop_remainder: bool,
             cache: Callable[[tf.data.Dataset], tf.data.Dataset] | None = None,
-            write_out: bool = True) -> tf.data.Dataset:
+            write_out: bool = True, iteration: tf.Tensor | None = None,
+            on_failed: Callable[[tf.Tensor], Any] | None = None) -> tf.data.Dataset:
     """`(local, (shard, record, serialized))` elements (after enumerate and the
     resume skip) -> uint8 batches {image, label, _local[, _enabled]}: what
-    `guarded_map` + batch + after_batch give for the same records. `cache`
-    (eval) is applied to the reported blocks, before they are rebatched.
+    `guarded_map` + batch + after_batch give for the same records (`iteration`,
+    `on_failed`: as `guarded_map` takes them). `cache` (eval) is applied to the
+    reported blocks, before they are rebatched.
     `write_out` (where `write_out_spec` allows it): the images leave finished
     (L3 + normalize, float32 or uint8) with `_written`, which `compose` then
     skips; off where the batches are shipped before compose (tf.data service)."""
@@ -485,7 +496,7 @@ def batches(ds: tf.data.Dataset, builder: Any, parse_spec: Callable[..., Any] | 
     else:
         out = _parsed(blocks, spec, cycle, npar, deterministic).map(
             decoded, num_parallel_calls=npar, deterministic=deterministic)
-    report = _report(files, policy)
+    report = _report(files, policy, iteration, on_failed)
     # A scan, like the per-element path's settling step: ordered and one block at a
     # time by construction (the count update is a read-modify-write), where a
     # stateful map would only be sequential because tf.data cannot rewrite it.

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import sys
 from typing import Any
 
 import tensorflow as tf
@@ -27,7 +28,7 @@ from tfpipe import seeds
 from tfpipe.errors import ConfigError, TfpipeError
 from tfpipe.pipeline import _block, _classify
 from tfpipe.pipeline._errors import guarded_map as isolate
-from tfpipe.pipeline._errors import planned
+from tfpipe.pipeline._errors import new_iteration, planned
 from tfpipe.pipeline._options import batch_parallelism, map_parallelism, options
 from tfpipe.pipeline._settings import AUTOTUNE, Settings, settings
 from tfpipe.pipeline._source import Source, open_records, read_records, worker_files
@@ -235,17 +236,25 @@ def _records(s: Settings, split: str, src: Source, files: list[str],
 
 def _assemble(s: Settings, split: str, epoch: int | tf.Tensor, worker: tuple[int, int],
               src: Source, files: list[str], records: tf.data.Dataset, keep_index: bool,
-              all_stages: bool, step: int | tf.Tensor = 0, index: Any = None
-              ) -> list[tuple[str, tf.data.Dataset]]:
+              all_stages: bool, step: int | tf.Tensor = 0, index: Any = None, *,
+              offset: int | tf.Tensor | None = None, iteration: tf.Tensor | None = None,
+              on_failed: Any = None, pass_end: Any = None, until_batch: bool = False,
+              cache_decoded: bool = True) -> list[tuple[str, tf.data.Dataset]]:
     """The stages of one epoch from the record stream; `epoch` may be a tensor.
 
     `step` > 0 starts the epoch at its batch `step` (tensor or int): the first
-    `step * batch_size` elements are dropped right after `enumerate`, so they are
-    read and shuffled but never parsed, decoded or augmented, and every later
-    sample keeps its index (its seed); the batch numbering starts at `step`, so
-    batch seeds (L4, enable_rate) stay those of the uninterrupted epoch.
+    `offset` elements (default `step * batch_size`: exact when nothing before was
+    skipped; `stream_offset` gives it exactly) are dropped right after
+    `enumerate`, so they are read and shuffled but never parsed, decoded or
+    augmented, and every later sample keeps its index (its seed); the batch
+    numbering starts at `step`, so batch seeds (L4, enable_rate) stay those of
+    the uninterrupted epoch.
     `index(shard, record)`: the sample index instead of the stream position
     (tf.data service, dynamic sharding: pipeline/_service.py).
+    `iteration` / `on_failed`: per-iteration state and failed positions
+    (`_errors.guarded_map`); `pass_end(batches)`: applied to the uint8 batches
+    (the pass report); `until_batch`: stop there (no compose); `cache_decoded`:
+    eval's `pipeline.cache` inside (False: the caller caches the batches).
     """
     wi, wc = worker
     train = split in TRAIN_SPLITS
@@ -259,16 +268,10 @@ def _assemble(s: Settings, split: str, epoch: int | tf.Tensor, worker: tuple[int
     ds = ds.enumerate() if index is None else ds.map(lambda *e: (index(e[0], e[1]), e))
     positioned = not (isinstance(step, int) and step == 0)
     if positioned:
-        ds = ds.skip(tf.cast(step, tf.int64) * s.batch_size)
+        ds = ds.skip(tf.cast(step, tf.int64) * s.batch_size if offset is None
+                     else tf.cast(offset, tf.int64))
 
-    num_classes = s.num_classes or src.num_classes
-    if s.task == "detection":
-        from tfpipe.pipeline import _detect
-
-        builder = _detect.Detect(s, es, wi, wc, src.parse, train)
-    else:
-        builder = _classify.Classify(s, es, wi, wc, src.parse, train)
-
+    builder = _builder(s, es, worker, src, train)
     # per-block draws (classification training); detection draws per sample
     plan = builder.plan if train and builder.augmenting else None
     if all_stages:  # extra prefixes only for the stage report: each traces functions
@@ -278,22 +281,48 @@ def _assemble(s: Settings, split: str, epoch: int | tf.Tensor, worker: tuple[int
             builder.decode_only, num_parallel_calls=npc, deterministic=s.deterministic)))
 
     drop = s.drop_remainder if train else False
+    cache_here = not train and cache_decoded
     if not all_stages and _block.eligible(builder, src.parse_spec, train, files):
         # whole blocks of records become batches, the same bits (pipeline/_block.py)
         ds = _block.batches(ds, builder, src.parse_spec, files, s.on_error, npc,
-                            s.deterministic, train, drop, None if train else (
+                            s.deterministic, train, drop, None if not cache_here else (
                                 lambda d: _block.cache_blocks(d, s.cache, lambda: _cache_path(
                                     s, split, files, (wi, wc), "decoded"))),
-                            write_out=index is None)  # (service: uint8 batches travel)
+                            write_out=index is None,  # (service: uint8 batches travel)
+                            iteration=iteration, on_failed=on_failed)
     else:
         ds, after_batch = isolate(ds, builder.process, builder.sentinel, files, s.on_error, npc,
-                                  s.deterministic, plan)
-        if not train:
+                                  s.deterministic, plan, iteration, on_failed)
+        if cache_here:
             ds = _cache(ds, s, split, files, (wi, wc), "decoded")
         stages.append(("geometry", ds))
         ds = after_batch(builder.batch(ds, False), drop, s.batch_size)
+    if pass_end is not None:
+        ds = pass_end(ds)
     stages.append(("batch", ds))
+    if until_batch:
+        return stages
+    return stages + _compose_stages(s, builder, ds, step, worker, src, keep_index, all_stages)
+
+
+def _builder(s: Settings, es: tf.Tensor, worker: tuple[int, int], src: Source,
+             train: bool) -> Any:
+    if s.task == "detection":
+        from tfpipe.pipeline import _detect
+
+        return _detect.Detect(s, es, worker[0], worker[1], src.parse, train)
+    return _classify.Classify(s, es, worker[0], worker[1], src.parse, train)
+
+
+def _compose_stages(s: Settings, builder: Any, ds: tf.data.Dataset, step: int | tf.Tensor,
+                    worker: tuple[int, int], src: Source, keep_index: bool, all_stages: bool
+                    ) -> list[tuple[str, tf.data.Dataset]]:
+    """uint8 batches -> (pixel, for the stage report) compose: numbered from `step`."""
+    wi, wc = worker
+    num_classes = s.num_classes or src.num_classes
+    positioned = not (isinstance(step, int) and step == 0)
     batched = ds.enumerate(tf.cast(step, tf.int64)) if positioned else ds.enumerate()
+    stages: list[tuple[str, tf.data.Dataset]] = []
     if all_stages:
         pixel = tf.autograph.experimental.do_not_convert(
             lambda b, batch: builder.pixel_stage(batch))
@@ -303,36 +332,117 @@ def _assemble(s: Settings, split: str, epoch: int | tf.Tensor, worker: tuple[int
     compose = tf.autograph.experimental.do_not_convert(
         lambda b, batch: builder.compose(batch, seeds.global_index(b, wi, wc), num_classes,
                                          keep_index))
-    ds = batched.map(compose, num_parallel_calls=batch_parallelism(s), deterministic=s.deterministic)
+    ds = batched.map(compose, num_parallel_calls=batch_parallelism(s),
+                     deterministic=s.deterministic)
     stages.append(("compose", ds))
     return stages
 
 
-def _live(s: Settings, split: str, epoch: int, worker: Any, keep_index: bool, step: int = 0
-          ) -> tf.data.Dataset:
+def _live(s: Settings, split: str, epoch: int, worker: Any, keep_index: bool, step: int = 0,
+          offset: int | None = None) -> tf.data.Dataset:
     """The pipeline from the raw records: train advances one epoch per iteration;
-    with a manifest, every pass has exactly `batches_per_pass` batches (declared)."""
+    with a manifest, a pass declares `batches_per_pass` batches (docs/pipeline.md,
+    "Cardinality"). Every iteration draws its own id (`_errors.new_iteration`),
+    which keys what that iteration keeps (two live iterators never share it)."""
     src, files, wk = _source(s, split, worker)
     records = _records(s, split, src, files, wk)
     # A positioned first pass is shorter than the rest: no single length to declare.
     n = None if step else _batches(s, split, src, files, wk)
+    where = "" if wk[1] == 1 else f" (worker {wk[0]} of {wk[1]})"
     if split not in TRAIN_SPLITS:  # no randomness: every iteration is the same data
-        ds = _assemble(s, split, epoch, wk, src, files, records, keep_index, False,
-                       step)[-1][1]
-        return _declare(_exact(ds, n, s, empty_fill=True), n)
+        what = tf.constant(f"{split} pass{where}")
+
+        @tf.autograph.experimental.do_not_convert
+        def one_pass(_: tf.Tensor) -> tf.data.Dataset:
+            it = new_iteration()
+            return _assemble(s, split, epoch, wk, src, files, records, keep_index, False, step,
+                             offset=offset, iteration=it, until_batch=True, cache_decoded=False,
+                             pass_end=lambda b: _pass_report(b, n, s, what, files, it))[-1][1]
+        batches = tf.data.Dataset.from_tensors(tf.constant(0, tf.int64)).flat_map(one_pass)
+        # eval's cache holds the uint8 batches, outside the per-iteration part
+        batches = _cache_batches(batches, s, split, files, wk)
+        es = seeds.epoch_seed(seeds.global_seed(s.seed), epoch)
+        ds = _compose_stages(s, _builder(s, es, wk, src, False), batches, step, wk, src,
+                             keep_index, False)[-1][1]
+        return _declare(ds, n, s)
     # the records cache is outside the per-epoch part: filled once, read by every epoch
     records = _cache(records, s, split, files, wk, "records")
     first = tf.constant(epoch, tf.int64)
+    failures = FailureLog(s.batch_size)
 
-    def one(e: tf.Tensor) -> tf.Tensor:  # only the epoch `epoch` itself is positioned
-        at = tf.where(tf.equal(e, first), tf.constant(step, tf.int64), 0) if step else 0
-        return _exact(_assemble(s, split, e, wk, src, files, records, keep_index, False,
-                                at)[-1][1], n, s)
+    def one(e: tf.Tensor) -> tf.data.Dataset:  # only the epoch `epoch` itself is positioned
+        here = tf.equal(e, first)
+        at = tf.where(here, tf.constant(step, tf.int64), 0) if step else 0
+        skip = None if offset is None else tf.where(here, tf.constant(offset, tf.int64), 0)
+        it = new_iteration()
+        what = tf.strings.join(["train epoch ", tf.strings.as_string(e), where])
+        return _assemble(s, split, e, wk, src, files, records, keep_index, False, at,
+                         offset=skip, iteration=it, on_failed=failures.note(e),
+                         pass_end=lambda b: _pass_report(b, n, s, what, files, it))[-1][1]
     ds = epochs_from(epoch, one)
-    declared = _declare(ds, n)
-    # assert_cardinality returns a new dataset: keep the counter reachable (set_epoch)
+    declared = _declare(ds, n, s)
+    # _declare returns a new dataset: keep the counter reachable (set_epoch)
     declared._tfpipe_epoch_counter = ds._tfpipe_epoch_counter  # noqa: SLF001
+    declared._tfpipe_failures = failures  # noqa: SLF001 - read by stream_offset
     return declared
+
+
+class FailureLog:
+    """Stream positions of the records a train dataset skipped, per epoch: a
+    table the dataset owns (epoch * 2**40 + position -> 1). Positions are a
+    function of (epoch, record), so iterators of one epoch write the same keys.
+    `stream_offset` reads it; it holds one entry per skipped record and epoch."""
+
+    SHIFT = 1 << 40
+
+    def __init__(self, batch_size: int) -> None:
+        self.batch_size = batch_size
+        with tf.init_scope():
+            self.table = tf.lookup.experimental.MutableHashTable(
+                key_dtype=tf.int64, value_dtype=tf.int64, default_value=0,
+                name="tfpipe_failed_positions")
+
+    def note(self, epoch: tf.Tensor) -> Any:
+        """`on_failed` for `epoch`'s pass: records the failed positions (a vector)."""
+        def add(positions: tf.Tensor) -> Any:
+            keys = tf.cast(epoch, tf.int64) * self.SHIFT + tf.cast(positions, tf.int64)
+            return self.table.insert(keys, tf.ones_like(keys))
+        return add
+
+    def positions(self, epoch: int) -> list[int]:
+        """The failed positions of `epoch` recorded so far, ascending (eager)."""
+        keys, _ = self.table.export()
+        lo = int(epoch) * self.SHIFT
+        return sorted(int(k) - lo for k in keys.numpy().reshape(-1)
+                      if lo <= int(k) < lo + self.SHIFT)
+
+
+def stream_offset(dataset: tf.data.Dataset, epoch: int, step: int,
+                  start: tuple[int, int] | None = None) -> int:
+    """The stream position where batch `step` of `epoch` begins, for a train
+    `dataset` from `build_pipeline` that has delivered batches `0 .. step - 1` of
+    that epoch: `step * batch_size` plus the records skipped (`on_error: skip`)
+    before it. `build_pipeline(config, epoch=epoch, step=step, offset=it)` then
+    resumes at exactly that batch, whatever was skipped (docs/training.md).
+    `start=(step0, offset0)`: the dataset itself was positioned there (a resumed
+    run): positions before `offset0` were never read in this process.
+    Raises TfpipeError for any other dataset."""
+    log = getattr(dataset, "_tfpipe_failures", None)
+    if log is None:
+        raise TfpipeError("stream_offset: needs a train dataset exactly as build_pipeline "
+                          "returned it (not an eval split, not a dataset transformed after "
+                          "the build, not materialized data)")
+    step0, offset0 = start if start is not None else (0, 0)
+    if offset0 < 0:  # a position saved without an offset: counted in batches
+        offset0 = step0 * log.batch_size
+    p = offset0 + (int(step) - int(step0)) * log.batch_size
+    for q in log.positions(epoch):  # each failure below p pushes the end of the batches on
+        if q < offset0:
+            continue
+        if q >= p:
+            break
+        p += 1
+    return p
 
 
 # ------------------------------------------------------------------ cardinality
@@ -373,57 +483,128 @@ def batches_per_pass(config: Any, split: str = "train", worker: Any = None) -> i
     return _batches(s, split, src, files, wk)
 
 
-def _declare(ds: tf.data.Dataset, n: int | None) -> tf.data.Dataset:
-    """`assert_cardinality(n)`: Keras (and `len()`) see the real number of steps."""
-    return ds if n is None else ds.apply(tf.data.experimental.assert_cardinality(n))
+def _cache_batches(ds: tf.data.Dataset, s: Settings, split: str, files: list[str],
+                   worker: tuple[int, int]) -> tf.data.Dataset:
+    """eval's `pipeline.cache`: the decoded uint8 batches (named as the decoded
+    cache, plus the batch size)."""
+    if s.cache == "none":
+        return ds
+    if s.cache == "memory":
+        return ds.cache()
+    return ds.cache(_cache_path(s, split, files, worker, "decoded") + f"-batches{s.batch_size}")
 
 
-def _exact(ds: tf.data.Dataset, n: int | None, s: Settings, empty_fill: bool = False
-           ) -> tf.data.Dataset:
-    """One pass of `ds` made exactly `n` batches long under `on_error: skip`.
+def _declare(ds: tf.data.Dataset, n: int | None, s: Settings | None = None
+             ) -> tf.data.Dataset:
+    """Declare `n` batches per pass: Keras (and `len()`) see the number of steps.
 
-    Skipped records can leave a pass short of what the manifest promises, and
-    `assert_cardinality` would then fail the run at the pass's end, which is what
-    `raise` is for. So under `skip` each pass counts the batches it delivered and,
-    when short, continues with: (train) the first batches of the same epoch again,
-    real samples with their own augmentation; (eval, `empty_fill`) empty batches
-    (0 rows: no sample is invented or counted twice in a metric). A pass with
-    nothing skipped is untouched: the tail is `take(0)` and reads nothing.
-    docs/pipeline.md, "Cardinality".
-    """
-    if n is None or s.on_error != "skip":
-        return ds  # `raise`: a missing record fails with its own error first
-    with tf.init_scope():
-        delivered = tf.lookup.experimental.MutableHashTable(
-            key_dtype=tf.int64, value_dtype=tf.int64, default_value=0)
-    key = tf.constant([0], tf.int64)
-
-    @tf.autograph.experimental.do_not_convert
-    def count(b: tf.Tensor, batch: Any) -> Any:
-        # the pass's own batch index: a new pass overwrites what an abandoned one left
-        with tf.control_dependencies([delivered.insert(key, tf.reshape(b + 1, [1]))]):
-            return tf.nest.map_structure(tf.identity, batch)
-
+    `on_error: raise` asserts it (`assert_cardinality`: a pass of another length
+    fails). Under `skip` a pass may end early (skipped records; a manifest that
+    lists more than the shards hold): `n` is then declared without the assert --
+    zipped with `range(n)` after the pass, followed by a dataset that is infinite
+    to tf.data and yields nothing -- and the pass ends where its batches end
+    (`_pass_report` reports it, and fails a pass with more than `n`)."""
+    if n is None:
+        return ds
+    if s is None or s.on_error != "skip":
+        return ds.apply(tf.data.experimental.assert_cardinality(n))
     spec = ds.element_spec
+    never = tf.data.Dataset.from_tensors(_zeros(spec)).filter(
+        lambda *_: tf.constant(False)).repeat()  # cardinality: infinite
+    return tf.data.Dataset.zip((ds.concatenate(never), tf.data.Dataset.range(n))).map(
+        lambda batch, _: batch)
+
+
+def _zeros(spec: Any) -> Any:
+    """A value of `spec`'s structure (unknown dims as 0)."""
+    return tf.nest.map_structure(
+        lambda t: tf.zeros([0 if d is None else d for d in t.shape], t.dtype), spec)
+
+
+def _pass_report(ds: tf.data.Dataset, n: int | None, s: Settings, what: tf.Tensor,
+                 files: list[str], iteration: tf.Tensor | None = None) -> tf.data.Dataset:
+    """One pass of `ds` (its batches), unchanged; at its end, when it delivered
+    fewer than the declared `n` batches, ONE line on stderr says so: how many,
+    the records skipped in this pass per shard (`iteration`: the pass's own
+    counts), the shards with framing damage, or, when nothing was skipped, that
+    the manifest lists more records than the shards hold. A pass never repeats
+    or invents a sample to make up the difference (docs/pipeline.md,
+    "Cardinality"). A pass with more than `n` batches fails: the manifest lists
+    fewer records than the shards hold. Only under `on_error: skip` (under
+    `raise` the length is asserted)."""
+    if n is None or s.on_error != "skip":
+        return ds
+    from tfpipe.pipeline._errors import _framing_table, take_pass_skipped
+
+    paths = tf.constant(files)
+    names = tf.constant([os.path.basename(f) for f in files])
+    data = s.data_path
+    end = tf.data.Dataset.from_tensors((tf.constant(True), _zeros(ds.element_spec)))
+    marked = ds.map(lambda *b: (tf.constant(False), b[0] if len(b) == 1 else b)).concatenate(end)
+
+    def why_text(total: tf.Tensor, per_shard: tf.Tensor, framing: tf.Tensor, data: Any
+                 ) -> tf.Tensor:
+        return tf.where(
+            total > 0,
+            tf.strings.join([tf.strings.as_string(total), " records skipped in this pass (",
+                             per_shard, tf.where(tf.strings.length(framing) > 0,
+                                                 tf.strings.join(["; framing damage: ", framing]),
+                                                 ""), ")"]),
+            f"no record was skipped in this pass: the shards hold fewer records than the "
+            f"manifest lists (a stale or edited manifest.json; `tfpipe verify {data}` "
+            "checks it)")
+
+    def shortfall(count: tf.Tensor) -> tf.Tensor:
+        skipped = (take_pass_skipped(iteration, len(files)) if iteration is not None
+                   else tf.zeros([len(files)], tf.int64))
+        framed = tf.reshape(_framing_table().lookup(paths), [len(files), -1])
+        lost = tf.maximum(framed[:, 1], 0)  # records lost to framing damage
+        total = tf.reduce_sum(skipped) + tf.reduce_sum(lost)
+        per_shard = tf.strings.reduce_join(tf.boolean_mask(
+            names + ": " + tf.strings.as_string(skipped), skipped > 0), separator=", ")
+        framing = tf.strings.reduce_join(tf.boolean_mask(
+            names + " (" + tf.strings.as_string(lost) + " lost)", lost > 0), separator=", ")
+        if iteration is None:  # no per-pass counts here (tabular): say both causes
+            why = tf.constant("records were skipped (see the lines above and "
+                              "skipped_counts()) or the shards hold fewer records than the "
+                              "manifest lists")
+        else:
+            why = why_text(total, per_shard, framing, data)
+        line = tf.strings.join([
+            "tfpipe: ", what, " ended after ", tf.strings.as_string(count), f" of the {n} "
+            "batches the manifest promises: ", why, "; no sample is repeated to fill the "
+            "pass (pipeline.on_error=skip; Keras warns 'Your input ran out of data' at the "
+            "end of such an epoch and goes on with the next)"])
+        with tf.control_dependencies([tf.print(line, output_stream=sys.stderr)]):
+            return tf.constant(True)
+
+    def finish(count: tf.Tensor) -> tf.Tensor:
+        if iteration is None:
+            return tf.cond(count < n, lambda: shortfall(count), lambda: tf.constant(False))
+        # the pass's own counts are taken (and forgotten) either way
+        return tf.cond(count < n, lambda: shortfall(count), lambda: tf.reduce_any(
+            take_pass_skipped(iteration, len(files)) < 0))
 
     @tf.autograph.experimental.do_not_convert
-    def tail(_: tf.Tensor) -> tf.data.Dataset:
-        short = tf.maximum(tf.constant(n, tf.int64) - delivered.lookup(key)[0], 0)
-        with tf.control_dependencies([delivered.insert(key, tf.zeros([1], tf.int64))]):
-            short = tf.identity(short)
-        if empty_fill:
-            empty = tf.nest.map_structure(
-                lambda t: tf.zeros([0] + t.shape[1:].as_list(), t.dtype), spec)
-            return tf.data.Dataset.from_tensors(empty).repeat(short)
-        return ds.repeat().take(short)
+    def step(count: tf.Tensor, x: Any) -> Any:
+        last, batch = x
+        count = count + tf.cast(tf.logical_not(last), tf.int64)
+        excess = tf.debugging.Assert(count <= n, [tf.strings.join([
+            "tfpipe: ", what, f" has more batches than the {n} the manifest promises: the "
+            f"shards hold more records than it lists (a stale manifest.json; `tfpipe verify "
+            f"{data}` checks it)"])])
+        done = tf.cond(last, lambda: finish(count), lambda: tf.constant(False))
+        with tf.control_dependencies([excess, done]):
+            return count, (tf.identity(last), tf.nest.map_structure(tf.identity, batch))
 
-    rest = tf.data.Dataset.from_tensors(tf.constant(0, tf.int64)).flat_map(tail)
-    return ds.enumerate().map(count).concatenate(rest)
+    out = marked.scan(tf.constant(0, tf.int64), step)
+    return out.filter(lambda last, _: tf.logical_not(last)).map(lambda _, batch: batch)
 
 
 def build_pipeline(config: Any, split: str = "train", epoch: int = 0, worker: Any = None,
                    as_supervised: bool = False, *, keep_index: bool = False, step: int = 0,
-                   service: str | None = None, processing_mode: str = "off",
+                   offset: int | None = None, service: str | None = None,
+                   processing_mode: str = "off",
                    job_name: str | None = None,
                    service_timeout_s: float | None = 300.0) -> tf.data.Dataset:
     """The `tf.data.Dataset` of batches for `split` (see docs/pipeline.md).
@@ -445,6 +626,9 @@ def build_pipeline(config: Any, split: str = "train", epoch: int = 0, worker: An
     or augmented (unlike `.skip(step)` after the build, which produces and
     throws away every skipped batch). Per worker, `step` counts that worker's
     batches. `tfpipe.train` saves and restores this position with a checkpoint.
+    offset: the stream position where batch `step` begins (`stream_offset` of
+    the run being resumed): exact also when records before it were skipped
+    under `on_error: skip`; default `step * batch_size` (exact when none were).
 
     service: `"grpc://HOST:PORT"` of a tf.data service dispatcher: each epoch's
     read/decode/L1-L2 work runs on its workers; `processing_mode` "off" (every
@@ -456,6 +640,9 @@ def build_pipeline(config: Any, split: str = "train", epoch: int = 0, worker: An
     saying so; None waits forever.
     """
     s = settings(config)
+    if offset is not None and (s.features is not None or service is not None):
+        raise ConfigError("build_pipeline: offset= is for image pipelines built from the "
+                          "records (not tabular configs, not service=); resume with step= there")
     if s.features is not None:  # a table: (features, label) batches, docs/tabular.md
         from tfpipe.pipeline import _tabular
 
@@ -480,6 +667,13 @@ def build_pipeline(config: Any, split: str = "train", epoch: int = 0, worker: An
 
     if isinstance(step, bool) or not isinstance(step, int) or step < 0:
         raise ConfigError(f"build_pipeline: step must be an integer >= 0, got {step!r}")
+    if offset is not None and (isinstance(offset, bool) or not isinstance(offset, int)
+                               or offset < step * s.batch_size):
+        raise ConfigError(f"build_pipeline: offset must be an integer >= step * batch_size "
+                          f"({step} * {s.batch_size}), the stream position of batch `step` "
+                          f"(tfpipe.pipeline.stream_offset); got {offset!r}")
+    if offset is not None and not step:
+        offset = None  # the start of the epoch: nothing to skip
     ds = _materialize.open_materialized(s, split, epoch, _worker(worker))
     live = ds is None
     if not live and step:
@@ -487,17 +681,20 @@ def build_pipeline(config: Any, split: str = "train", epoch: int = 0, worker: An
                           f"materialized data (pipeline.materialized / data.path is a "
                           "materialized directory); build from the records, or use .skip")
     if live:
-        ds = _live(s, split, epoch, worker, keep_index, step)
+        ds = _live(s, split, epoch, worker, keep_index, step, offset)
     counter = getattr(ds, "_tfpipe_epoch_counter", None)
+    failures = getattr(ds, "_tfpipe_failures", None)
     # (before _finish: options flow downstream, and prefetch stays the last stage)
     out = _finish(ds.with_options(_shard_options(worker)), s, as_supervised)
     if counter is not None:
         out._tfpipe_epochs = (counter, epoch)  # noqa: SLF001 - read by set_epoch
+    if failures is not None:
+        out._tfpipe_failures = failures  # noqa: SLF001 - read by stream_offset
     if live and split in TRAIN_SPLITS:
         # what one iteration runs, without the epoch counter's flat_map: for tools
         # that read the graph (doctor), which would otherwise see only the wrapper
         out._tfpipe_one_epoch = lambda: _finish(  # noqa: SLF001 - read by one_epoch_view
-            _one_epoch(s, split, epoch, worker, keep_index, step), s, as_supervised)
+            _one_epoch(s, split, epoch, worker, keep_index, step, offset), s, as_supervised)
     return out
 
 
@@ -545,11 +742,11 @@ def one_epoch_view(dataset: tf.data.Dataset) -> tf.data.Dataset | None:
 
 
 def _one_epoch(s: Settings, split: str, epoch: int, worker: Any, keep_index: bool,
-               step: int = 0) -> tf.data.Dataset:
+               step: int = 0, offset: int | None = None) -> tf.data.Dataset:
     src, files, wk = _source(s, split, worker)
     records = _cache(_records(s, split, src, files, wk), s, split, files, wk, "records")
     return _assemble(s, split, epoch, wk, src, files, records, keep_index, False,
-                     step)[-1][1]
+                     step, offset=offset)[-1][1]
 
 
 def _finish(ds: tf.data.Dataset, s: Settings, as_supervised: bool) -> tf.data.Dataset:

@@ -47,6 +47,74 @@ def _table() -> tf.lookup.experimental.MutableHashTable:
     return _process_table("tfpipe_skipped", 0)
 
 
+# ----------------------------------------------------------- per-iteration state
+# Two iterators of one dataset can be alive at once (`zip(ds, ds)`, a second
+# `iter()` while a first is mid-epoch, Keras's peek): what one iteration keeps
+# (its pending positions, its skipped records) is keyed by an id drawn once per
+# iteration, inside the dataset (`new_iteration`, docs/pipeline.md "Epochs").
+ITERATION_SHIFT = 1 << 40  # pending-position keys: iteration * 2**40 + stream position
+_PASS_SHIFT = 1 << 20  # per-pass skip keys: iteration * 2**20 + shard id
+_COUNTER: list[tf.Variable] = []
+
+
+def _iteration_counter() -> tf.Variable:
+    """The process-wide iteration counter, made once. Made in a thread of its own:
+    a `tf.distribute` strategy's scope is per thread, and under it a variable
+    would become a distributed one (this is host state)."""
+    with _LOCK:
+        if not _COUNTER:
+            def make() -> None:
+                with tf.init_scope():
+                    _COUNTER.append(tf.Variable(1, dtype=tf.int64, trainable=False,
+                                                name="tfpipe_iterations"))
+            t = threading.Thread(target=make)
+            t.start()
+            t.join()
+        return _COUNTER[0]
+
+
+def new_iteration() -> tf.Tensor:
+    """A fresh int64 id (>= 1, never repeated in this process), for use inside a
+    dataset function that runs once per iteration (a `flat_map` over one element).
+    Atomic (`ResourceCountUpTo`): two iterations starting at once get two ids."""
+    counter = _iteration_counter()
+    return tf.raw_ops.ResourceCountUpTo(resource=counter.handle, limit=2**62, T=tf.int64)
+
+
+def _pass_table() -> tf.lookup.experimental.MutableHashTable:
+    """iteration * 2**20 + shard id -> records skipped in that iteration (int64 keys)."""
+    with _LOCK:
+        if "tfpipe_pass_skipped" not in _TABLES:
+            with tf.init_scope():
+                _TABLES["tfpipe_pass_skipped"] = tf.lookup.experimental.MutableHashTable(
+                    key_dtype=tf.int64, value_dtype=tf.int64, default_value=0,
+                    name="tfpipe_pass_skipped")
+        return _TABLES["tfpipe_pass_skipped"]
+
+
+def take_pass_skipped(iteration: tf.Tensor, num_shards: int) -> tf.Tensor:
+    """[num_shards] records skipped so far in `iteration`, per shard id; forgets them."""
+    table = _pass_table()
+    keys = iteration * _PASS_SHIFT + tf.range(num_shards, dtype=tf.int64)
+    counts = table.lookup(keys)
+    with tf.control_dependencies([counts]):
+        removed = table.remove(keys)
+    with tf.control_dependencies([removed]):
+        return tf.reshape(counts, [num_shards])
+
+
+def _count_in_pass(iteration: tf.Tensor | None, shard_ids: tf.Tensor) -> tf.Tensor:
+    """Add one skipped record per entry of `shard_ids` to `iteration`'s counts."""
+    if iteration is None:
+        return tf.constant(True)
+    table = _pass_table()
+    uniq, _, counts = tf.unique_with_counts(tf.cast(shard_ids, tf.int64))
+    keys = iteration * _PASS_SHIFT + uniq
+    new = table.lookup(keys) + tf.cast(counts, tf.int64)
+    with tf.control_dependencies([table.insert(keys, new)]):
+        return tf.constant(True)
+
+
 def skipped_counts() -> dict[str, int]:
     """Elements skipped under `on_error: skip` so far in this process: shard path -> count."""
     keys, values = _table().export()
@@ -110,12 +178,14 @@ def report_framing(path: tf.Tensor, damaged: tf.Tensor, message: tf.Tensor,
 
 def isolate(ds: tf.data.Dataset, process: Callable[..., dict[str, tf.Tensor]],
             sentinel: Callable[..., dict[str, tf.Tensor]], files: list[str], policy: str,
-            parallel: int, deterministic: bool = True) -> tf.data.Dataset:
+            parallel: int, deterministic: bool = True, iteration: tf.Tensor | None = None
+            ) -> tf.data.Dataset:
     """Map `process` over (shard_id, record_index, ...) elements, isolating failures.
 
     `sentinel(*element)` must return the same structure as `process` (any values);
     `ok`, `_shard` and `_record` keys are added by this function (`ok` is removed
-    again at the end).
+    again at the end). `iteration` (`new_iteration`): also count the skipped
+    records of this pass (`take_pass_skipped`).
     """
     paths = tf.constant(files)
     # Our functions use explicit tf.cond; autograph would only add tracing time.
@@ -149,7 +219,8 @@ def isolate(ds: tf.data.Dataset, process: Callable[..., dict[str, tf.Tensor]],
             table = _table()
             with tf.control_dependencies([tf.print(msg + "; skipped", output_stream=sys.stderr)]):
                 new = table.lookup(path) + 1
-            with tf.control_dependencies([table.insert(path, new)]):
+            with tf.control_dependencies([table.insert(path, new),
+                                          _count_in_pass(iteration, elem["_shard"][None])]):
                 return tf.constant(False)
 
         ok = tf.cond(elem["ok"], lambda: tf.constant(True), log_and_count)
@@ -161,17 +232,21 @@ def isolate(ds: tf.data.Dataset, process: Callable[..., dict[str, tf.Tensor]],
         lambda e: {k: v for k, v in e.items() if k != "ok"})
 
 
-def log_and_count_skipped(messages: tf.Tensor, shard_paths: tf.Tensor) -> tf.Tensor:
+def log_and_count_skipped(messages: tf.Tensor, shard_paths: tf.Tensor,
+                          shard_ids: tf.Tensor | None = None,
+                          iteration: tf.Tensor | None = None) -> tf.Tensor:
     """Print each skipped record's message and add it to `skipped_counts()` under
     its shard (vectors, one entry per record); a read-modify-write of the
-    process-wide table, so callers run it one element at a time (a scan)."""
+    process-wide table, so callers run it one element at a time (a scan). With
+    `iteration` (and the records' `shard_ids`), count them for that pass too."""
     table = _table()
     uniq, _, counts = tf.unique_with_counts(shard_paths)
     printed = tf.print(tf.strings.reduce_join(messages + "; skipped", separator="\n"),
                        output_stream=sys.stderr)
     with tf.control_dependencies([printed]):
         new = table.lookup(uniq) + tf.cast(counts, tf.int64)
-    with tf.control_dependencies([table.insert(uniq, new)]):
+    passed = _count_in_pass(iteration, shard_ids) if shard_ids is not None else tf.constant(True)
+    with tf.control_dependencies([table.insert(uniq, new), passed]):
         return tf.constant(True)
 
 
@@ -238,7 +313,9 @@ def planned(ds: tf.data.Dataset, plan: Plan | None,
 
 def guarded_map(ds: tf.data.Dataset, process: Callable[..., dict[str, tf.Tensor]],
                 sentinel: Callable[..., dict[str, tf.Tensor]], files: list[str], policy: str,
-                parallel: int, deterministic: bool = True, plan: Plan | None = None
+                parallel: int, deterministic: bool = True, plan: Plan | None = None,
+                iteration: tf.Tensor | None = None,
+                on_failed: Callable[[tf.Tensor], Any] | None = None
                 ) -> tuple[tf.data.Dataset, AfterBatch]:
     """`isolate` at the cost of a plain parallel map (the default, ordered path).
 
@@ -252,27 +329,35 @@ def guarded_map(ds: tf.data.Dataset, process: Callable[..., dict[str, tf.Tensor]
     its stream position in a table before the map (a block of PLAN_ROWS at a
     time, one vectorized insert), and each batch removes the positions it
     delivered. Because the map keeps order, every position before a batch's
-    first element is settled when that batch forms: what is still registered
+    last element is settled when that batch forms: what is still registered
     below it failed, and the after-batch step reports (log + count) those; an
     end-of-stream step reports the rest. Nothing runs per element beyond the
     map itself (the earlier per-element register/remove cost ~15% of the
     imagenet pipeline's throughput; before that an ordered `scan` over elements
     cost 15-40%: docs/performance.md).
+    `iteration` (`new_iteration`, drawn once per iteration): the positions are
+    registered under it, so two live iterators of one dataset never settle each
+    other's; the pass's skips are counted under it too (`take_pass_skipped`).
+    `on_failed(positions)`: called with the stream positions of the failed
+    elements as they are reported (the resume offset, `_build.stream_offset`).
     Needs the map to keep order, so `deterministic=False` falls back to `isolate`;
     so does `raise`, because `ignore_errors()` would also swallow errors raised
     UPSTREAM of the map (e.g. framing damage), which `raise` must surface.
     """
     if not deterministic or policy == "raise":
         out = isolate(planned(ds, plan, parallel=parallel), process, sentinel, files, policy,
-                      parallel,                      deterministic)
+                      parallel, deterministic, iteration)
         return out, _keep_full
     paths = tf.constant(files)
     pending = _new_pending_table()
     shift = tf.constant(1 << 40, tf.int64)
+    # this iteration's keys: [base, base + ITERATION_SHIFT)
+    base = (tf.constant(0, tf.int64) if iteration is None
+            else tf.cast(iteration, tf.int64) * ITERATION_SHIFT)
     process = tf.autograph.experimental.do_not_convert(process)
 
     def register(shard: tf.Tensor, rec: tf.Tensor, local: tf.Tensor) -> tf.Tensor:
-        return pending.insert(local, tf.cast(shard, tf.int64) * shift + rec)
+        return pending.insert(base + local, tf.cast(shard, tf.int64) * shift + rec)
 
     @tf.autograph.experimental.do_not_convert
     def run(shard, rec, local, serialized, *row):
@@ -285,19 +370,26 @@ def guarded_map(ds: tf.data.Dataset, process: Callable[..., dict[str, tf.Tensor]
         """Log + count the failed elements at `positions` (registered `keys`)."""
         order = tf.argsort(positions)
         keys = tf.gather(keys, order)
-        shard_paths = tf.gather(paths, tf.maximum(tf.cast(keys // shift, tf.int32), 0))
+        shard_ids = tf.maximum(tf.cast(keys // shift, tf.int32), 0)
+        shard_paths = tf.gather(paths, shard_ids)
         msgs = tf.strings.join(["tfpipe: bad record ", tf.strings.as_string(keys % shift),
                                 " in shard ", shard_paths, f" (pipeline.on_error={policy})"])
-        return log_and_count_skipped(msgs, shard_paths)
+        logged = log_and_count_skipped(msgs, shard_paths, shard_ids, iteration)
+        if on_failed is None:
+            return logged
+        with tf.control_dependencies([logged, on_failed(tf.gather(positions, order) - base)]):
+            return tf.constant(True)
 
     def settle(before: tf.Tensor | None) -> tf.Tensor:
-        """Report and forget the registered positions < `before` (None: all)."""
+        """Report and forget this iteration's registered positions < `before`
+        (None: all of them)."""
         positions, keys = pending.export()
         positions, keys = tf.reshape(positions, [-1]), tf.reshape(keys, [-1])
+        mine = tf.logical_and(positions >= base, positions < base + ITERATION_SHIFT)
         if before is not None:
-            settled = positions < before
-            positions = tf.boolean_mask(positions, settled)
-            keys = tf.boolean_mask(keys, settled)
+            mine = tf.logical_and(mine, positions < before)
+        positions = tf.boolean_mask(positions, mine)
+        keys = tf.boolean_mask(keys, mine)
         reported = tf.cond(tf.size(positions) > 0, lambda: report(positions, keys),
                            lambda: tf.constant(False))
         with tf.control_dependencies([reported]):
@@ -307,11 +399,15 @@ def guarded_map(ds: tf.data.Dataset, process: Callable[..., dict[str, tf.Tensor]
     # count update is a read-modify-write); the state is the settled watermark.
     @tf.autograph.experimental.do_not_convert
     def settle_before_batch(watermark: tf.Tensor, batch: dict[str, tf.Tensor]):
-        delivered = batch["_local"]
-        with tf.control_dependencies([settle(delivered[0])]):
-            done = pending.remove(delivered)
+        delivered = base + batch["_local"]
+        # what the batch delivered first; then everything still registered below
+        # its LAST element failed (the map keeps order): reported now, so a
+        # failure inside a batch is known once the batch is (stream_offset)
+        done = pending.remove(delivered)
         with tf.control_dependencies([done]):
-            return delivered[0], {k: tf.identity(v) for k, v in batch.items()}
+            settled = settle(delivered[-1])
+        with tf.control_dependencies([settled]):
+            return delivered[-1], {k: tf.identity(v) for k, v in batch.items()}
 
     @tf.autograph.experimental.do_not_convert
     def settle_all(watermark: tf.Tensor, elem: Any):
@@ -323,7 +419,7 @@ def guarded_map(ds: tf.data.Dataset, process: Callable[..., dict[str, tf.Tensor]
         start = tf.constant(0, tf.int64)
         out = batched.scan(start, settle_before_batch)  # once per batch
         # Runs once when the stream ends and yields nothing: the failures after
-        # the last batch's first element.
+        # the last batch's last element.
         end = tf.data.Dataset.from_tensors(_zeros_like_spec(out.element_spec)).scan(
             start, settle_all).filter(lambda *_: tf.constant(False))
         # The remainder is dropped only now, after its positions were removed.

@@ -213,7 +213,7 @@ def read_records(files: list[str], compression: str | None, cycle: int,
     manifest.json beside the shards, when there is one). `parallel`: parallel
     shard reads (0: one per open shard; -1: tf.data.AUTOTUNE); never the order.
     """
-    from tfpipe.pipeline._errors import report_framing
+    from tfpipe.pipeline._errors import new_iteration, report_framing
 
     cycle, expected, policy, resync = _reader_setup(files, compression, cycle, skip_framing,
                                                     expected)
@@ -223,9 +223,11 @@ def read_records(files: list[str], compression: str | None, cycle: int,
          tf.constant([int(expected.get(f, -1)) for f in files], tf.int64),
          tf.constant(present), tf.constant(missing), tf.constant(miscount)))
     # Where each shard's fast reader stopped: shard id -> [records, bytes],
-    # accumulated a block at a time. Like guarded_map's table it belongs to this
-    # dataset; two iterators reading the same shard at the same moment would mix
-    # their counts (sequential re-iteration, epochs, repeat() are fine).
+    # accumulated a block at a time. Keyed by an id drawn each time a shard's
+    # read starts (`new_iteration`), not by the shard: two live iterators reading
+    # the same shard at once (zip(ds, ds), a second iter() mid-epoch) would
+    # otherwise mix their counts, and a count short of the real one "resumed"
+    # past damage that is not there, delivering records twice.
     with tf.init_scope():
         stopped = tf.lookup.experimental.MutableHashTable(
             key_dtype=tf.int64, value_dtype=tf.int64,
@@ -233,7 +235,7 @@ def read_records(files: list[str], compression: str | None, cycle: int,
 
     def one_file(shard_id: tf.Tensor, path: tf.Tensor, want: tf.Tensor, here: tf.Tensor,
                  gone: tf.Tensor, note: tf.Tensor) -> tf.data.Dataset:
-        key = tf.cast(shard_id, tf.int64)
+        key = new_iteration()  # this read of this shard (see `stopped`)
         fast = tf.data.TFRecordDataset(path, compression_type=compression or "")
         # (index, record) between a start marker (index -2: the block holding it
         # resets the shard's entry, also after an abandoned iteration) and an end
@@ -263,7 +265,7 @@ def read_records(files: list[str], compression: str | None, cycle: int,
         # side-by-side; docs/pipeline.md "Bad records" has the figures).
         head = fast.batch(64).map(count).unbatch()
         rest = tf.data.Dataset.from_tensors(shard_id).flat_map(
-            lambda sid: _after_damage(sid, path, want, stopped.lookup(key), compression,
+            lambda sid: _after_damage(sid, path, want, _take(stopped, key), compression,
                                       resync, policy, report_framing, note))
         whole = head.concatenate(rest)
         if all(present):
@@ -295,6 +297,15 @@ def _missing(shard_id: tf.Tensor, path: tf.Tensor, want: tf.Tensor, message: tf.
         empty = tf.zeros([0], tf.int64) + tf.cast(shard_id, tf.int64) * 0
     return tf.data.Dataset.from_tensor_slices(
         (tf.cast(empty, tf.int32), empty, tf.zeros([0], tf.string)))
+
+
+def _take(table: tf.lookup.experimental.MutableHashTable, key: tf.Tensor) -> tf.Tensor:
+    """`table[key]`, then forgotten (one entry per shard read would pile up)."""
+    value = table.lookup(key)
+    with tf.control_dependencies([value]):
+        removed = table.remove(tf.reshape(key, [1]))
+    with tf.control_dependencies([removed]):
+        return tf.identity(value)
 
 
 def _after_damage(shard_id: tf.Tensor, path: tf.Tensor, want: tf.Tensor, stopped: tf.Tensor,
@@ -408,7 +419,7 @@ def read_serialized(files: list[str], compression: str | None, cycle: int,
     A shard damaged after the walk fails with TF's `DataLossError` (never
     silently short).
     """
-    from tfpipe.pipeline._errors import report_framing
+    from tfpipe.pipeline._errors import new_iteration, report_framing
 
     cycle, expected, policy, resync = _reader_setup(files, compression, cycle, skip_framing,
                                                     expected)
@@ -427,7 +438,7 @@ def read_serialized(files: list[str], compression: str | None, cycle: int,
 
     def one_file(shard_id: tf.Tensor, path: tf.Tensor, want: tf.Tensor, ok: tf.Tensor,
                  note: tf.Tensor) -> tf.data.Dataset:
-        key = tf.cast(shard_id, tf.int64)
+        key = new_iteration()  # this read of this shard (read_records' `stopped`)
         fast = tf.data.TFRecordDataset(path, compression_type=compression or "")
         if all(intact):
             return fast
@@ -449,7 +460,7 @@ def read_serialized(files: list[str], compression: str | None, cycle: int,
             lambda _: tf.data.Dataset.from_tensors(tf.constant(b"")).take(0))
         head = fast.ignore_errors(log_warning=True).batch(block).map(count).unbatch()
         rest = tf.data.Dataset.from_tensors(shard_id).flat_map(
-            lambda sid: _after_damage(sid, path, want, stopped.lookup(key), compression,
+            lambda sid: _after_damage(sid, path, want, _take(stopped, key), compression,
                                       resync, policy, report_framing, note
                                       ).map(lambda s, i, r: r))
         tolerant = start.concatenate(head).concatenate(rest)

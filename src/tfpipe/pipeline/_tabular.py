@@ -171,7 +171,7 @@ def hash_features(s: Settings) -> str:
 def build(s: Settings, split: str, epoch: int, worker: tuple[int, int], step: int
           ) -> tf.data.Dataset:
     """`build_pipeline` for a config with a `features:` section (see module doc)."""
-    from tfpipe.pipeline._build import _declare, _exact, epochs_from
+    from tfpipe.pipeline._build import _declare, _pass_report, epochs_from
 
     t = Tabular(s, split, worker)
     records = t.records()
@@ -179,7 +179,7 @@ def build(s: Settings, split: str, epoch: int, worker: tuple[int, int], step: in
     if split not in TRAIN_SPLITS:
         # parsed + transformed is what pays to cache: eval passes repeat it unchanged
         ds = _cache(t.one_pass(records, epoch), s, t, "transformed")
-        out = _declare(_exact(ds, n, s, empty_fill=True), n)
+        out = _declare(_pass_report(ds, n, s, tf.constant(f"{split} pass"), t.my_files), n, s)
         counter = None
     else:
         records = _cache(records, s, t, "records")
@@ -187,11 +187,12 @@ def build(s: Settings, split: str, epoch: int, worker: tuple[int, int], step: in
 
         def one(e: tf.Tensor) -> tf.data.Dataset:
             at = tf.where(tf.equal(e, first), tf.constant(step, tf.int64), 0) if step else 0
-            return _exact(t.one_pass(records, e, at), n, s)
+            what = tf.strings.join(["train epoch ", tf.strings.as_string(e)])
+            return _pass_report(t.one_pass(records, e, at), n, s, what, t.my_files)
 
         epochs = epochs_from(epoch, one)
         counter = epochs._tfpipe_epoch_counter  # noqa: SLF001 - set by epochs_from
-        out = _declare(epochs, n)
+        out = _declare(epochs, n, s)
     out = out.with_options(options(s))
     out = out.prefetch(s.prefetch if s.prefetch != AUTOTUNE else tf.data.AUTOTUNE)
     if counter is not None:

@@ -48,16 +48,20 @@ def epochs(config: Any, num_epochs: int, *, position: PipelinePosition | None = 
            ) -> Iterator[tuple[int, Any]]:
     """Yield `(epoch, dataset)` for epochs `start .. num_epochs - 1`.
 
-    position: resume from it (its epoch and step; the first dataset is then the
-    rest of that epoch, positioned before parse and decode) and keep it current:
-    before yielding epoch e > the first, the position is set to (e, 0). The loop
-    advances `position.step` itself (`position.advance()` per trained batch).
+    position: resume from it (its epoch, step and stream offset; the first
+    dataset is then the rest of that epoch, positioned before parse and decode)
+    and keep it current: before yielding epoch e > the first, the position is
+    set to (e, 0). The loop advances `position.step` itself (`position.advance()`
+    per trained batch), which keeps the offset current without a strategy (the
+    position follows the dataset; with `strategy=` the offset stays step x batch).
     strategy: yield `strategy.distribute_datasets_from_function` datasets, one
     input pipeline per replica (`tfpipe.train.distribute`); `as_supervised` is
     then on. Iterate each dataset once per epoch.
     """
+    offset = None
     if position is not None:
         start, step = position.value()
+        offset = position.resume_offset()
         if position.split != split:
             raise ConfigError(f"epochs: the position counts split {position.split!r}, "
                               f"not {split!r}")
@@ -76,7 +80,9 @@ def epochs(config: Any, num_epochs: int, *, position: PipelinePosition | None = 
             yield e, dist
         return
     ds = build_pipeline(config, split, epoch=start, step=step, worker=worker,
-                        as_supervised=as_supervised)
+                        as_supervised=as_supervised, offset=offset)
+    if position is not None and split == "train":
+        position.follow(ds)
     for e in range(start, num_epochs):
         if e > start and position is not None:
             position.set(e, 0)

@@ -17,6 +17,7 @@ dataset (its next iteration is the next epoch, whole).
 from __future__ import annotations
 
 import os
+import warnings
 from typing import Any
 
 import keras
@@ -33,18 +34,20 @@ class ResumeCheckpoint(keras.callbacks.Callback):
 
     `position.step` is the number of batches of the current epoch trained on.
     `offset=(epoch, step)` tells the callback that Keras's batch 0 of that epoch
-    is pipeline step `step` (a positioned, resumed epoch). At each epoch end the
+    is pipeline step `step` (a positioned, resumed epoch), which starts at stream
+    position `start_offset` (-1: step x batch size). At each epoch end the
     position becomes (epoch + 1, 0) and, with `save_on_epoch_end`, is saved.
     `dataset`: the train dataset of this `fit` call, pinned to Keras's first
     epoch when training begins (Keras under a `tf.distribute` strategy peeks at
-    one batch first, which would otherwise use up an epoch number).
+    one batch first, which would otherwise use up an epoch number); the
+    position follows it (its stream offset: exact resume after skipped records).
     """
 
     def __init__(self, manager: tf.train.CheckpointManager, position: PipelinePosition,
                  save_every: int, save_on_epoch_end: bool = True,
                  offset: tuple[int, int] | None = None,
-                 dataset: tf.data.Dataset | None = None, first_epoch: int | None = None
-                 ) -> None:
+                 dataset: tf.data.Dataset | None = None, first_epoch: int | None = None,
+                 start_offset: int = -1) -> None:
         super().__init__()
         if save_every < 1:
             raise ConfigError(f"save_every: must be >= 1 step, got {save_every}")
@@ -52,19 +55,22 @@ class ResumeCheckpoint(keras.callbacks.Callback):
         self.save_on_epoch_end = save_on_epoch_end
         self.offset = offset
         self.dataset, self.first_epoch = dataset, first_epoch
+        self.start_offset = int(start_offset)
         self._base = 0
 
     def on_train_begin(self, logs: Any = None) -> None:
         if self.dataset is not None and self.first_epoch is not None:
             set_epoch(self.dataset, self.first_epoch)
+        self.position.follow(self.dataset)
 
     def on_epoch_begin(self, epoch: int, logs: Any = None) -> None:
-        self._base = self.offset[1] if self.offset and self.offset[0] == epoch else 0
-        self.position.set(epoch, self._base)
+        resumed = bool(self.offset) and self.offset[0] == epoch
+        self._base = self.offset[1] if resumed else 0
+        self.position.set(epoch, self._base, self.start_offset if resumed else 0)
 
     def on_train_batch_end(self, batch: int, logs: Any = None) -> None:
         step = self._base + int(batch) + 1
-        self.position.step.assign(step)
+        self.position.at_step(step)
         if step % self.save_every == 0:
             self.manager.save()
 
@@ -163,12 +169,30 @@ def fit(model: keras.Model, config: Any, epochs: int, directory: str | os.PathLi
     `config` to keep current (to read (epoch, step) from your callbacks, which
     run after the checkpoint callback and so see the step just trained).
     """
+    if "steps_per_epoch" in fit_kwargs:
+        from tfpipe.pipeline import batches_per_pass
+
+        per_pass = batches_per_pass(config, split)
+        raise ConfigError(
+            f"tfpipe.train.fit: steps_per_epoch={fit_kwargs['steps_per_epoch']!r} is not "
+            "supported: Keras then keeps one iterator across its epochs, so a Keras epoch is "
+            "no longer a pipeline epoch and the saved (epoch, step) would resume other "
+            "batches. Leave it out: each epoch is one pass of the data (tfpipe.pipeline."
+            f"batches_per_pass(config) = {per_pass} steps here). For shorter epochs, train on "
+            "a smaller split or with a larger pipeline.batch_size. (fit reads one input "
+            "pipeline; docs/scale.md's steps_per_epoch for uneven workers is for your own "
+            "model.fit on per-worker datasets, without exact resume)")
+    # tfpipe shuffles per epoch itself; Keras's default shuffle=True only warns
+    # that it ignores itself on a tf.data input
+    fit_kwargs.setdefault("shuffle", False)
     position = position if position is not None else PipelinePosition(config, split)
     manager = checkpoint(model, position, directory, max_to_keep)
     restore(manager, position)
     log_resume(position, epochs)
     epoch, step = position.value()
-    ds = build_pipeline(config, split, epoch=epoch, step=step, as_supervised=True)
+    start_offset = position.offset
+    ds = build_pipeline(config, split, epoch=epoch, step=step, as_supervised=True,
+                        offset=position.resume_offset())
     # pixel_stage device: the train step runs the device stage first (checkpoint,
     # position and optimizer stay `model`'s, so resume is unchanged)
     trainer = device_model(model, config) if split == "train" else model
@@ -176,9 +200,13 @@ def fit(model: keras.Model, config: Any, epochs: int, directory: str | os.PathLi
     histories = []
     if step and epoch < epochs:  # the rest of the interrupted epoch, on its own
         cb = ResumeCheckpoint(manager, position, save_every, offset=(epoch, step),
-                              dataset=ds, first_epoch=epoch)
-        histories.append(trainer.fit(ds, initial_epoch=epoch, epochs=epoch + 1,
-                                   callbacks=[cb, *extra], **fit_kwargs))
+                              dataset=ds, first_epoch=epoch, start_offset=start_offset)
+        with warnings.catch_warnings():
+            # the positioned first pass has no declared length (it is shorter than
+            # the rest), so Keras calls its end "ran out of data": expected here
+            warnings.filterwarnings("ignore", message=".*ran out of data.*")
+            histories.append(trainer.fit(ds, initial_epoch=epoch, epochs=epoch + 1,
+                                         callbacks=[cb, *extra], **fit_kwargs))
         epoch += 1
     if epoch < epochs:
         cb = ResumeCheckpoint(manager, position, save_every, dataset=ds, first_epoch=epoch)

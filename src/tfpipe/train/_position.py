@@ -20,7 +20,7 @@ from typing import Any
 import tensorflow as tf
 
 from tfpipe.errors import TfpipeError
-from tfpipe.pipeline import build_pipeline, hashed_settings, settings
+from tfpipe.pipeline import build_pipeline, hashed_settings, settings, stream_offset
 
 MANIFEST_NAME = "manifest.json"
 # The data's identity comes from the manifest hash: moving the dataset directory
@@ -69,7 +69,10 @@ def dataset_hash(config: Any, split: str = "train") -> str:
 
 class PipelinePosition(tf.Module):
     """Where a training run is in its input: epoch, step (batches of that epoch
-    already trained on), and the identity of the pipeline it counts in.
+    already trained on), offset (the stream position those batches end at: step
+    x batch size plus the records skipped before it under `on_error: skip`; -1:
+    not known, counted as step x batch size), and the identity of the pipeline
+    it counts in.
 
     Put it into the `tf.train.Checkpoint` beside the model and the optimizer;
     after restoring, `verify()` (or `tfpipe.train.restore`) checks it belongs to
@@ -78,11 +81,15 @@ class PipelinePosition(tf.Module):
 
     workers: how many input pipelines share the data (a position counts per
     pipeline batches; another count gives other global indices).
+    The offset is kept current while the position `follow`s the dataset it
+    counts (`tfpipe.train.fit` and `epochs` do that; with one input pipeline).
     """
 
     def __init__(self, config: Any, split: str = "train", workers: int = 1,
-                 epoch: int = 0, step: int = 0) -> None:
+                 epoch: int = 0, step: int = 0, offset: int | None = None) -> None:
         super().__init__(name="tfpipe_position")
+        # a plain object: tf.Module would track a dataset attribute (checkpoint)
+        self._following = _Following(None, (int(step), _offset(step, offset)))
         # the flattened settings, not `config`: tf.Module would wrap a dict config's
         # lists into trackable ListWrappers
         s = settings(config)
@@ -95,6 +102,8 @@ class PipelinePosition(tf.Module):
         with tf.init_scope():
             self.epoch = tf.Variable(epoch, dtype=tf.int64, trainable=False, name="epoch")
             self.step = tf.Variable(step, dtype=tf.int64, trainable=False, name="step")
+            self.offset_var = tf.Variable(_offset(step, offset), dtype=tf.int64,
+                                          trainable=False, name="offset")
             self.seed = tf.Variable(int(s.seed), dtype=tf.int64, trainable=False, name="seed")
             self.workers = tf.Variable(int(workers), dtype=tf.int64, trainable=False,
                                        name="workers")
@@ -119,18 +128,46 @@ class PipelinePosition(tf.Module):
         """(epoch, step) as Python ints."""
         return int(self.epoch.numpy()), int(self.step.numpy())
 
+    @property
+    def offset(self) -> int:
+        """The stream position batch `step` begins at (-1: step x batch size)."""
+        return int(self.offset_var.numpy())
+
     def __repr__(self) -> str:
         e, k = self.value()
         return f"PipelinePosition(epoch={e}, step={k}, config_hash={self._expected['config_hash']})"
 
     # ------------------------------------------------------------------ moving
-    def set(self, epoch: int, step: int = 0) -> None:
+    def set(self, epoch: int, step: int = 0, offset: int | None = None) -> None:
+        """Move to (epoch, step); `offset` as `stream_offset` gives it (None: 0 at
+        step 0, else unknown)."""
         self.epoch.assign(int(epoch))
         self.step.assign(int(step))
+        self.offset_var.assign(_offset(step, offset))
+        self._following.base = (int(step), _offset(step, offset))
+
+    def follow(self, dataset: tf.data.Dataset | None) -> None:
+        """Keep the offset current from `dataset` (the train dataset from
+        `build_pipeline` this run iterates; None stops): from now on the position
+        (epoch, step) is the dataset's, counted from the current one."""
+        self._following.dataset = dataset if dataset is not None and hasattr(
+            dataset, "_tfpipe_failures") else None
+        self._following.base = (int(self.step.numpy()), self.offset)
+
+    def at_step(self, step: int) -> None:
+        """`step` batches of the current epoch are trained on (offset kept current
+        while following a dataset)."""
+        self.step.assign(int(step))
+        dataset, base = self._following.dataset, self._following.base
+        if dataset is None or base[1] < 0:
+            self.offset_var.assign(_offset(step, None))  # unknown: counted in batches
+            return
+        self.offset_var.assign(stream_offset(dataset, int(self.epoch.numpy()), int(step),
+                                             start=base))
 
     def advance(self, steps: int = 1) -> None:
         """`steps` more batches of the current epoch were trained on."""
-        self.step.assign_add(int(steps))
+        self.at_step(int(self.step.numpy()) + int(steps))
 
     def next_epoch(self) -> None:
         """The current epoch is done: (epoch + 1, 0)."""
@@ -170,11 +207,31 @@ class PipelinePosition(tf.Module):
     # ------------------------------------------------------------------ data
     def dataset(self, worker: Any = None, as_supervised: bool = False,
                 **kwargs: Any) -> tf.data.Dataset:
-        """`build_pipeline(config, split, epoch, step=step)`: from this position on
-        (first iteration: the rest of the epoch; then the next epochs, whole)."""
+        """`build_pipeline(config, split, epoch, step=step, offset=offset)`: from
+        this position on (first iteration: the rest of the epoch; then the next
+        epochs, whole)."""
         e, k = self.value()
         return build_pipeline(self._config, self._split, epoch=e, step=k, worker=worker,
-                              as_supervised=as_supervised, **kwargs)
+                              as_supervised=as_supervised, offset=self.resume_offset(),
+                              **kwargs)
+
+    def resume_offset(self) -> int | None:
+        """The `offset=` for `build_pipeline` at this position (None: step x batch size)."""
+        k, off = int(self.step.numpy()), self.offset
+        return off if k and off >= 0 else None
+
+
+class _Following:
+    """The dataset a position follows and the (step, offset) it counts from."""
+
+    def __init__(self, dataset: tf.data.Dataset | None, base: tuple[int, int]) -> None:
+        self.dataset, self.base = dataset, base
+
+
+def _offset(step: int, offset: int | None) -> int:
+    if offset is not None:
+        return int(offset)
+    return 0 if int(step) == 0 else -1
 
 
 def restore(manager: tf.train.CheckpointManager | tf.train.Checkpoint,
