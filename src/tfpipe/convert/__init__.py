@@ -79,7 +79,7 @@ def make_source(src: str | os.PathLike[str], format: str = "auto", *,
 
 # A spawned worker costs ~0.3-0.6 s to start (imports) on the 2-vCPU dev machine,
 # about the time one process needs to convert 50-100 MB; below that, extra
-# processes only add start-up time (benchmarks/convert_bench.py, docs/performance.md).
+# processes only add start-up time (benchmarks/convert_bench.py, docs/performance-history.md).
 BYTES_PER_DEFAULT_WORKER = 64 << 20
 
 

@@ -288,7 +288,7 @@ def planned(ds: tf.data.Dataset, plan: Plan | None,
 
     `plan(local [n]) -> dict of [n, ...]` runs once per block of PLAN_ROWS
     samples with vectorized ops: the per-sample random draws cost one set of
-    kernels per block instead of one per sample (docs/performance.md).
+    kernels per block instead of one per sample (docs/performance-history.md).
     `register(shard, record, local)` (vectors) runs once per block too, in its
     own small sequential map (it is stateful); the plan map is parallel.
     """
@@ -334,7 +334,7 @@ def guarded_map(ds: tf.data.Dataset, process: Callable[..., dict[str, tf.Tensor]
     end-of-stream step reports the rest. Nothing runs per element beyond the
     map itself (the earlier per-element register/remove cost ~15% of the
     imagenet pipeline's throughput; before that an ordered `scan` over elements
-    cost 15-40%: docs/performance.md).
+    cost 15-40%: docs/performance-history.md).
     `iteration` (`new_iteration`, drawn once per iteration): the positions are
     registered under it, so two live iterators of one dataset never settle each
     other's; the pass's skips are counted under it too (`take_pass_skipped`).

@@ -5,7 +5,7 @@ iteration. `epochs` builds it once and, before every epoch, pins the epoch
 explicitly (`tfpipe.pipeline.set_epoch`), so a loop that peeks at the data or
 iterates a yielded dataset twice still gets the right epoch next time.
 Rebuilding a pipeline per epoch instead grows the process by a new graph every
-time (RSS, docs/performance.md "Epochs helper").
+time (RSS, docs/performance-history.md "Epochs helper").
 """
 
 from __future__ import annotations
