@@ -18,8 +18,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from tfpipe.cli.bench import command as bench
-from tfpipe.cli.check import command as check
+from tfpipe.cli.main import cli  # as a user runs them: the CLI's error handler too
 from tfpipe.config import load_config
 from tfpipe.errors import ConfigError
 from tfpipe.pipeline import batches_per_pass, build_pipeline
@@ -84,18 +83,18 @@ def _one_error(res, *parts: str) -> str:
 
 def test_bench_and_check_say_it_once(small):
     run = CliRunner()
-    res = run.invoke(bench, ["imagenet", *_sets(small["converted"]), "--steps", "1",
+    res = run.invoke(cli, ["bench", "imagenet", *_sets(small["converted"]), "--steps", "1",
                              "--warmup", "0"])
     _one_error(res, "pipeline.batch_size: 64", "52 records", FIX)
-    res = run.invoke(check, ["imagenet", *_sets(small["converted"])])
+    res = run.invoke(cli, ["check", "imagenet", *_sets(small["converted"])])
     _one_error(res, "pipeline.batch_size: 64", "52 records", FIX)
 
 
 @pytest.mark.slow
 def test_without_a_manifest_the_empty_epoch_is_named(small):
     run = CliRunner()
-    res = run.invoke(bench, ["imagenet", *_sets(small["bare"]), "--steps", "1",
+    res = run.invoke(cli, ["bench", "imagenet", *_sets(small["bare"]), "--steps", "1",
                              "--warmup", "0"])
     _one_error(res, "no batch", "pipeline.batch_size", "pipeline.drop_remainder: false")
-    res = run.invoke(check, ["imagenet", *_sets(small["bare"])])
+    res = run.invoke(cli, ["check", "imagenet", *_sets(small["bare"])])
     _one_error(res, "no batch", "pipeline.batch_size: 64", "52 records", FIX)

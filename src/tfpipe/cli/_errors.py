@@ -44,7 +44,10 @@ def describe(exc: BaseException) -> str:
         source = getattr(exc, "source", None)
         head = (f"invalid config {source}" if source and source != "<mapping>"
                 else "invalid config")
-        return head + "\n" + "\n".join(f"  {ln}" for ln in str(exc).splitlines())
+        lines = str(exc).splitlines()
+        if len(lines) == 1:  # one line, as every other error (README, "Use")
+            return f"{head}: {lines[0]}"
+        return head + "\n" + "\n".join(f"  {ln}" for ln in lines)
     if isinstance(exc, TfpipeError):
         return str(exc).replace("\n", "\n  ")
     if isinstance(exc, OSError) and exc.filename is not None:

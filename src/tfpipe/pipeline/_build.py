@@ -542,36 +542,57 @@ def _pass_report(ds: tf.data.Dataset, n: int | None, s: Settings, what: tf.Tenso
     end = tf.data.Dataset.from_tensors((tf.constant(True), _zeros(ds.element_spec)))
     marked = ds.map(lambda *b: (tf.constant(False), b[0] if len(b) == 1 else b)).concatenate(end)
 
-    def why_text(total: tf.Tensor, per_shard: tf.Tensor, framing: tf.Tensor, data: Any
-                 ) -> tf.Tensor:
-        return tf.where(
-            total > 0,
-            tf.strings.join([tf.strings.as_string(total), " records skipped in this pass (",
-                             per_shard, tf.where(tf.strings.length(framing) > 0,
-                                                 tf.strings.join(["; framing damage: ", framing]),
-                                                 ""), ")"]),
-            f"no record was skipped in this pass: the shards hold fewer records than the "
-            f"manifest lists (a stale or edited manifest.json; `tfpipe verify {data}` "
-            "checks it)")
+    def listed(mask: tf.Tensor, counts: tf.Tensor, suffix: str) -> tf.Tensor:
+        """'name (n suffix), ...' of the shards in `mask` ('' when none)."""
+        return tf.strings.reduce_join(tf.boolean_mask(
+            names + " (" + tf.strings.as_string(counts) + suffix + ")", mask), separator=", ")
 
     def shortfall(count: tf.Tensor) -> tf.Tensor:
         skipped = (take_pass_skipped(iteration, len(files)) if iteration is not None
                    else tf.zeros([len(files)], tf.int64))
+        # the reader's per-shard findings (FRAMING_FIELDS): framing damage (damaged
+        # ranges > 0), a missing shard (offset -1) or a clean read of fewer records
+        # than the manifest lists (neither: the manifest is wrong, not the data)
         framed = tf.reshape(_framing_table().lookup(paths), [len(files), -1])
-        lost = tf.maximum(framed[:, 1], 0)  # records lost to framing damage
-        total = tf.reduce_sum(skipped) + tf.reduce_sum(lost)
-        per_shard = tf.strings.reduce_join(tf.boolean_mask(
-            names + ": " + tf.strings.as_string(skipped), skipped > 0), separator=", ")
-        framing = tf.strings.reduce_join(tf.boolean_mask(
-            names + " (" + tf.strings.as_string(lost) + " lost)", lost > 0), separator=", ")
+        lost = tf.maximum(framed[:, 1], 0)
+        damaged = tf.logical_and(lost > 0, framed[:, 5] > 0)
+        missing = tf.logical_and(lost > 0, framed[:, 0] < 0)
+        fewer = tf.logical_and(lost > 0, tf.logical_not(tf.logical_or(damaged, missing)))
+        total = tf.reduce_sum(skipped) + tf.reduce_sum(
+            tf.where(tf.logical_or(damaged, missing), lost, 0))
+        parts = tf.stack([
+            tf.strings.reduce_join(tf.boolean_mask(
+                names + ": " + tf.strings.as_string(skipped), skipped > 0), separator=", "),
+            tf.strings.join(["framing damage: ", listed(damaged, lost, " lost")]),
+            tf.strings.join(["missing: ", listed(missing, lost, " records")])])
+        parts = tf.boolean_mask(parts, tf.stack([tf.reduce_any(skipped > 0),
+                                                 tf.reduce_any(damaged),
+                                                 tf.reduce_any(missing)]))
+        skipped_text = tf.strings.join([
+            tf.strings.as_string(total), " records skipped in this pass (",
+            tf.strings.reduce_join(parts, separator="; "), ")"])
+        fewer_text = tf.strings.join([
+            "the shards hold fewer records than the manifest lists (",
+            listed(fewer, lost, " fewer"), "; a stale or edited manifest.json; "
+            f"`tfpipe verify {data}` checks it)"])
         if iteration is None:  # no per-pass counts here (tabular): say both causes
             why = tf.constant("records were skipped (see the lines above and "
                               "skipped_counts()) or the shards hold fewer records than the "
                               "manifest lists")
         else:
-            why = why_text(total, per_shard, framing, data)
+            why = tf.where(
+                total > 0,
+                tf.strings.join([skipped_text, tf.where(tf.reduce_any(fewer),
+                                                        tf.strings.join(["; ", fewer_text]),
+                                                        "")]),
+                tf.where(tf.reduce_any(fewer),
+                         tf.strings.join(["no record was skipped in this pass: ", fewer_text]),
+                         f"no record was skipped in this pass: the shards hold fewer records "
+                         f"than the manifest lists (a stale or edited manifest.json; `tfpipe "
+                         f"verify {data}` checks it)"))
         line = tf.strings.join([
-            "tfpipe: ", what, " ended after ", tf.strings.as_string(count), f" of the {n} "
+            "tfpipe: ", what, f" of {data} ended after ", tf.strings.as_string(count),
+            f" of the {n} "
             "batches the manifest promises: ", why, "; no sample is repeated to fill the "
             "pass (pipeline.on_error=skip; Keras warns 'Your input ran out of data' at the "
             "end of such an epoch and goes on with the next)"])
