@@ -53,14 +53,21 @@ OK, NOT_JPEG = 0, 1
 
 
 @contextlib.contextmanager
-def forced(on: bool) -> Iterator[None]:
-    """Pipelines built inside take (`on`) or do not take the block path where
-    eligible; the choice is made when the pipeline is built (traced)."""
-    _FORCED.append(bool(on))
+def _pushed(stack: list[Any], value: Any) -> Iterator[None]:
+    """`value` on top of `stack` within the block: the innermost choice wins."""
+    stack.append(value)
     try:
         yield
     finally:
-        _FORCED.pop()
+        stack.pop()
+
+
+@contextlib.contextmanager
+def forced(on: bool) -> Iterator[None]:
+    """Pipelines built inside take (`on`) or do not take the block path where
+    eligible; the choice is made when the pipeline is built (traced)."""
+    with _pushed(_FORCED, bool(on)):
+        yield
 
 
 def enabled() -> bool:
@@ -72,11 +79,8 @@ def write_out(on: bool) -> Iterator[None]:
     """Block-path pipelines built inside do (`on`, the default) or do not run the
     batch stage's colour chain + normalize inside the block kernel; without it the
     block stays uint8 and compose runs them. The same bytes (for comparisons)."""
-    _WRITE_OUT.append(bool(on))
-    try:
+    with _pushed(_WRITE_OUT, bool(on)):
         yield
-    finally:
-        _WRITE_OUT.pop()
 
 
 def _write_out_on() -> bool:
@@ -96,11 +100,8 @@ def structure(name: str) -> Iterator[None]:
     `STRUCTURES`; for benchmarks and tests comparing them in one process)."""
     if name not in STRUCTURES:
         raise ValueError(f"block structure: one of {STRUCTURES}, got {name!r}")
-    _STRUCTURE.append(name)
-    try:
+    with _pushed(_STRUCTURE, name):
         yield
-    finally:
-        _STRUCTURE.pop()
 
 
 def _structure() -> str:
