@@ -58,3 +58,35 @@ def test_shorthand_roundtrip_and_bridge():
 
 def test_image_configs_keep_their_dict():
     assert "features" not in load_config({"data": {"path": "x"}}).to_dict()
+
+
+# issue 26 item 8: image-only keys in a tabular config were accepted and ignored
+@pytest.mark.parametrize("key, value", [
+    ("data.task", "detection"),
+    ("data.image_size", 128),
+    ("data.output_dtype", "uint8"),
+    ("data.normalize.mean", [0.5, 0.5, 0.5]),
+    ("data.label_format", "one_hot"),
+    ("data.max_boxes", 10),
+    ("pipeline.materialized", "/nonexistent"),
+    ("pipeline.prefetch_to_device", "/gpu:0"),
+    ("augment.geometry.flip", True),
+    ("augment.pixel.brightness", {"max_delta": 0.2}),
+    ("augment.enable_rate", 0.5),
+])
+def test_image_only_keys_are_refused_in_a_tabular_config(key, value):
+    with pytest.raises(ConfigError) as info:
+        load_config({"data": {"path": "x"}, "features": {"label": "label",
+                                                          "columns": {"price": "log1p"}}},
+                    {key: value})
+    msg = str(info.value)
+    top = key.split(".")[0] + "." + key.split(".")[1]
+    assert top in msg and "image" in msg and "features:" in msg, msg
+
+
+def test_tabular_config_with_the_keys_it_uses_still_validates_and_round_trips():
+    cfg = load_config({"data": {"path": "x"},
+                       "pipeline": {"batch_size": 32, "shuffle_buffer": 100, "cache": "memory",
+                                    "on_error": "raise", "deterministic": False},
+                       "features": {"label": "label", "columns": {"price": "log1p"}}})
+    assert load_config(cfg) == cfg and load_config(cfg.to_dict()) == cfg

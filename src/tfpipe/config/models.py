@@ -203,6 +203,37 @@ class AugmentConfig(_Model):
         return [op for op in self.ops(section) if op.enabled and op.p > 0]
 
 
+# Keys the tabular pipeline never reads (docs/tabular.md, "Config"): a tabular config
+# that sets one to anything but its default was accepted and silently ignored, so a
+# user believed a detection task, an image size or materialized epochs were in force.
+# Compared with the default (not "was it written") so that to_dict()/to_yaml(), which
+# write every key, load back unchanged.
+_IMAGE_ONLY = {
+    "data": ("task", "image_size", "channels", "output_dtype", "normalize", "label_format",
+             "num_classes", "eval_crop_fraction", "max_boxes", "dct_scaling"),
+    "pipeline": ("materialized", "prefetch_to_device"),
+    "augment": ("enable_rate", "pixel_stage", "geometry", "pixel", "batch"),
+}
+
+
+def _image_keys_in_tabular(cfg: "Config") -> list[str]:
+    defaults = {"data": DataConfig(), "pipeline": PipelineConfig(), "augment": AugmentConfig()}
+    problems = []
+    for section, keys in _IMAGE_ONLY.items():
+        have, default = getattr(cfg, section), defaults[section]
+        for key in keys:
+            value = getattr(have, key)
+            if value == getattr(default, key):
+                continue
+            shown = (", ".join(value) if isinstance(value, dict) else
+                     fmt(value.model_dump() if isinstance(value, BaseModel) else value))
+            problems.append(
+                f"{section}.{key}: an image-pipeline key, set to {shown}; a tabular config "
+                f"(a features: section) never reads it and would ignore it silently: remove "
+                f"it (docs/tabular.md, \"Config\", lists the keys a tabular config reads)")
+    return problems
+
+
 class Config(_Model):
     """A fully resolved tfpipe config (no `base`: presets are merged in by load_config)."""
 
@@ -215,6 +246,10 @@ class Config(_Model):
 
     @model_validator(mode="after")
     def _cross_field(self) -> "Config":
+        if self.features is not None:
+            tabular = _image_keys_in_tabular(self)
+            if tabular:
+                raise ValueError("\n".join(tabular))
         problems: list[str] = []
         task, channels = self.data.task, self.data.channels
         # Validation checks and never rewrites: a validator that set a value (once
