@@ -245,3 +245,107 @@ def test_warmup_requests_replay_through_serving_default(world):
         assert set(req.inputs) == set(res.signatures["serving_default"]["inputs"])
         out = sig(**{k: tf.make_ndarray(v) for k, v in req.inputs.items()})["outputs"]
         assert out.shape[0] == tf.make_ndarray(req.inputs["price"]).shape[0]
+
+
+# ---------------------------------------------- issue 26 item 10: malformed requests, export
+def _request_columns(transforms):
+    cols = {c: ([b"books", b"toys"] if s.dtype == tf.string else
+                [1.5, 2.0] if s.dtype == tf.float32 else [3, 4])
+            for c, s in transforms.raw_spec.items()}
+    return cols
+
+
+def test_request_out_of_range_and_non_finite_values_name_the_column(world):
+    from tfpipe.errors import ConfigError
+    from tfpipe.export import tabular_request
+
+    vdir = world["export"].version_dir
+    cols = _request_columns(tabular_transforms(world["cfg"]))
+    # 2**64 fits no int64: once a bare OverflowError from NumPy
+    with pytest.raises(ConfigError, match=r"column 'user_id' row 1: 18446744073709551616 is "
+                                          r"outside int64's range \[-9223372036854775808, "
+                                          r"9223372036854775807\]"):
+        tabular_request(vdir, dict(cols, user_id=[1, 2**64]))
+    assert tabular_request(vdir, dict(cols, user_id=[-2**63, 2**63 - 1]))["user_id"].tolist() \
+        == [-2**63, 2**63 - 1]
+    # inf once went through to the model (log1p(inf) = inf features)
+    for bad in (float("inf"), -np.inf):
+        with pytest.raises(ConfigError, match=r"column 'price' row 0: .*inf.* not finite"):
+            tabular_request(vdir, dict(cols, price=[bad, 1.0]))
+    # a float64 value beyond float32's range would become inf in the float32 tensor
+    with pytest.raises(ConfigError, match=r"column 'price' row 1: 1e\+39 .*float32"):
+        tabular_request(vdir, dict(cols, price=[1.0, 1e39]))
+    # NaN is a missing value, as in training (imputed): kept
+    assert np.isnan(tabular_request(vdir, dict(cols, price=[float("nan"), 1.0]))["price"][0])
+
+
+def test_signature_refuses_inf_naming_column_and_rows(world):
+    sig = world["loaded"].signatures["serving_default"]
+    transforms = tabular_transforms(world["cfg"])
+    cols = {c: tf.zeros([3], s.dtype) if s.dtype != tf.string else tf.constant([b"a"] * 3)
+            for c, s in transforms.raw_spec.items()}
+    cols.update({c + "__missing": tf.constant([False] * 3) for c in transforms.nullable})
+    with pytest.raises(tf.errors.InvalidArgumentError,
+                       match=r"column price rows \[0 2\]: ±inf is not a valid value"):
+        sig(**dict(cols, price=tf.constant([np.inf, 1.0, -np.inf], tf.float32)))
+    # NaN stays a missing value (imputed, as the pipeline does)
+    nan = sig(**dict(cols, price=tf.constant([np.nan, 1.0, 2.0], tf.float32)))["outputs"]
+    assert np.isfinite(nan.numpy()).all()
+
+
+def test_rest_request_with_an_out_of_range_integer_names_the_input(world):
+    from tfpipe.export import RestBodyError, rest_predict
+
+    transforms = tabular_transforms(world["cfg"])
+    inst = {c: ("a" if s.dtype == tf.string else 1.0 if s.dtype == tf.float32 else 3)
+            for c, s in transforms.raw_spec.items()}
+    inst.update({c + "__missing": False for c in transforms.nullable})
+    ok = rest_predict(world["loaded"], json.dumps({"instances": [inst]}))
+    assert len(ok["predictions"]) == 1
+    with pytest.raises(RestBodyError, match=r"user_id: 18446744073709551616 is outside int64"):
+        rest_predict(world["loaded"], json.dumps({"instances": [dict(inst, user_id=2**64)]}))
+    with pytest.raises(RestBodyError, match=r"price: inf is not finite"):
+        rest_predict(world["loaded"], json.dumps({"instances": [dict(inst, price=1e999)]}))
+
+
+def test_export_without_tensorflow_serving_api_says_so_and_leaves_nothing(world, tmp_path,
+                                                                          monkeypatch):
+    from tfpipe.export import ExportError
+
+    for mod in [m for m in sys.modules if m.startswith("tensorflow_serving")]:
+        monkeypatch.setitem(sys.modules, mod, None)  # import fails as if not installed
+    monkeypatch.setitem(sys.modules, "tensorflow_serving", None)
+    out = tmp_path / "export"
+    with pytest.raises(ExportError, match=r"tensorflow-serving-api.*pip install 'tfpipe\[serving\]'"):
+        export_serving(world["cfg"], world["model"], out, 1)
+    assert not out.exists() and list(tmp_path.iterdir()) == []
+    with pytest.raises(ExportError, match=r"warmup=0, serving_config=False \(--warmup 0 "
+                                          r"--no-serving-config\)"):
+        export_serving(world["cfg"], world["model"], out, 1)
+
+
+def test_failed_export_leaves_no_directory(world, tmp_path):
+    class Broken(keras.Model):
+        def call(self, x):
+            raise RuntimeError("broken model")
+
+    out = tmp_path / "export"
+    with pytest.raises(RuntimeError, match="broken model"):
+        export_serving(world["cfg"], Broken(), out, 1)
+    assert list(tmp_path.iterdir()) == []  # once an empty OUT/model/ stayed behind
+    # into an existing export root: a failed version or model leaves the root as it was
+    (out / "model" / "1").mkdir(parents=True)
+    (out / "models.config").write_text("kept")
+    before = sorted(str(p.relative_to(out)) for p in out.rglob("*"))
+    with pytest.raises(RuntimeError, match="broken model"):
+        export_serving(world["cfg"], Broken(), out, 2)
+    with pytest.raises(RuntimeError, match="broken model"):
+        export_serving(world["cfg"], Broken(), out, 1, model_name="other")
+    assert sorted(str(p.relative_to(out)) for p in out.rglob("*")) == before
+    # a new root is written beside OUT and renamed: every path names OUT, not the stage
+    res = world["export"]
+    assert res.version_dir == str(Path(res.out_dir) / "model" / "1")
+    config = (Path(res.out_dir) / "models.config").read_text()
+    assert f"base_path: \"{(Path(res.out_dir) / 'model').resolve()}\"" in config
+    assert ".tmp-" not in config and not [p for p in Path(res.out_dir).parent.iterdir()
+                                          if p.name.startswith(".export.tmp-")]

@@ -97,3 +97,56 @@ def check_images(image_bytes: tf.Tensor) -> tf.Operation:
     return tf.debugging.Assert(ok, [
         "tfpipe serving: bad input; expected raw encoded JPEG, PNG, GIF, BMP or WebP bytes:",
         message])
+
+
+# ------------------------------------------------------------ tabular requests
+INT64_RANGE = (-(2**63), 2**63 - 1)
+FLOAT32_MAX = 3.4028234663852886e38
+
+
+def value_problem(value: object, dtype: str) -> str | None:
+    """Why a plain request value does not fit a column of `dtype` (int64, float32), or
+    None. Policy (docs/serving.md "Tabular requests"): integers must lie in int64's
+    range; floats must be finite and within float32's range (NaN is a missing value,
+    imputed as in training, so it passes); ±inf has no transform meaning and is refused."""
+    import math
+    import numbers
+
+    if isinstance(value, bool):
+        return None  # the type check names it
+    if dtype == "int64" and isinstance(value, numbers.Integral):
+        lo, hi = INT64_RANGE
+        if not lo <= int(value) <= hi:
+            return f"{value} is outside int64's range [{lo}, {hi}]"
+    if dtype == "float32" and isinstance(value, numbers.Real):
+        big = isinstance(value, numbers.Integral) and abs(int(value)) >= 2**1000
+        v = math.inf if big else float(value)
+        if math.isinf(v):
+            return (f"{value!r} is not finite (a float feature must be finite; send NaN or a "
+                    "null to mark a missing value)")
+        if abs(v) > FLOAT32_MAX:
+            return f"{value!r} is beyond float32's range (largest {FLOAT32_MAX:.7g})"
+    return None
+
+
+def check_finite(columns: dict[str, tf.Tensor], masks: dict[str, tf.Tensor]) -> list[tf.Operation]:
+    """Ops that fail a request (InvalidArgumentError) when a float column holds ±inf in
+    a row not marked missing: "column price rows [0 2]: ±inf is not a valid value ...".
+    NaN passes: it is a missing value, imputed by the transforms as in training."""
+    ops = []
+    for name, v in columns.items():
+        if not v.dtype.is_floating:
+            continue
+        bad = tf.math.is_inf(v)
+        if name in masks:
+            bad = tf.logical_and(bad, tf.logical_not(masks[name]))
+        rows = tf.reshape(tf.where(bad), [-1])
+        # one string (TF's Assert would quote and bracket each piece apart)
+        message = tf.strings.join([
+            f"tfpipe serving: bad input: column {name} rows [",
+            tf.strings.reduce_join(tf.strings.as_string(rows[:20]), separator=" "),
+            "]: ±inf is not a valid value for a float feature (send NaN"
+            + (f" or set {name}__missing" if name in masks else "")
+            + " to mark a missing value)"])
+        ops.append(tf.debugging.Assert(tf.size(rows) == 0, [message]))
+    return ops

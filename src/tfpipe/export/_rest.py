@@ -129,6 +129,19 @@ def rest_response(outputs: Mapping[str, Any], fmt: str = "row") -> dict[str, Any
     return {"predictions": [{k: v[i] for k, v in lists.items()} for i in range(n)]}
 
 
+def _check_values(arrays: Mapping[str, np.ndarray], dtypes: Mapping[str, str]) -> None:
+    """Out-of-range integers and ±inf floats fail as the server fails a bad body (400),
+    naming the input and the instance, instead of a bare OverflowError or an inf that
+    runs through the model (docs/serving.md, "Tabular requests")."""
+    from tfpipe.export._inputs import value_problem
+
+    for name, a in arrays.items():
+        for i, v in enumerate(a.reshape(-1).tolist() if a.dtype == object else []):
+            problem = value_problem(v, dtypes[name])
+            if problem:
+                raise RestBodyError(f"{name}: {problem} (instance {i})")
+
+
 def rest_predict(loaded: Any, body: str | bytes) -> dict[str, Any]:
     """Run a REST body through a SavedModel loaded with tf.saved_model.load, as the
     server would: decode, call the named signature, shape the JSON answer."""
@@ -142,6 +155,7 @@ def rest_predict(loaded: Any, body: str | bytes) -> dict[str, Any]:
     names = sorted(fn.structured_input_signature[1])
     sig, arrays, fmt = decode_rest_body(body, names)
     specs = fn.structured_input_signature[1]
+    _check_values(arrays, {n: specs[n].dtype.name for n in arrays})
     feeds = {n: tf.constant(a.tolist() if specs[n].dtype == tf.string else a,
                             dtype=specs[n].dtype) for n, a in arrays.items()}
     out = fn(**feeds)

@@ -284,10 +284,91 @@ def export_serving(config: Any, model: Any, out_dir: str | os.PathLike[str], ver
         raise ConfigError(f"outputs_are: one of auto, logits, probabilities; got {outputs_are!r}")
     if top_k < 1:
         raise ConfigError(f"top_k: must be >= 1, got {top_k}")
+    if warmup or serving_config:
+        _need_serving_protos()
+    out = Path(out_dir)
+    if out.exists():  # a new version beside others: staged_version keeps it whole
+        return _export(config, model, out, version, model_name=model_name, top_k=top_k,
+                       outputs_are=outputs_are, serving_config=serving_config, warmup=warmup,
+                       batching=batching, per_model_batching=per_model_batching,
+                       base_path=base_path, images=images, tflite=tflite, overwrite=overwrite)
+    # a new export root: everything is written into a directory beside it and renamed
+    # when complete, so a failed export leaves no OUT (not even an empty one)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-", dir=out.parent))
+    try:
+        res = _export(config, model, tmp, version, model_name=model_name, top_k=top_k,
+                      outputs_are=outputs_are, serving_config=serving_config, warmup=warmup,
+                      batching=batching, per_model_batching=per_model_batching,
+                      base_path=base_path or str((out / model_name).resolve()),
+                      images=images, tflite=tflite, overwrite=overwrite)
+        os.replace(tmp, out)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return _moved(res, str(tmp), str(out))
+
+
+def _need_serving_protos() -> None:
+    """Warm-up records and models.config are TF Serving's protos: say what to install
+    before anything is written (it was a ModuleNotFoundError half-way through)."""
+    try:
+        import tensorflow_serving.apis.prediction_log_pb2  # noqa: F401
+        import tensorflow_serving.config.model_server_config_pb2  # noqa: F401
+    except ImportError as exc:
+        raise ExportError(
+            "export writes TF Serving's warm-up requests and models.config with the protos "
+            "of tensorflow-serving-api, which is not installed: pip install 'tfpipe[serving]' "
+            "(or pip install --no-deps 'tensorflow-serving-api>=2.16'); or export the "
+            "SavedModel alone with warmup=0, serving_config=False (--warmup 0 "
+            f"--no-serving-config) ({exc})") from None
+
+
+def _moved(res: ExportResult, old: str, new: str) -> ExportResult:
+    """`res` with the staging directory's paths replaced by the final ones."""
+    def fix(v: Any) -> Any:
+        if isinstance(v, str) and (v == old or v.startswith(old + os.sep)):
+            return new + v[len(old):]
+        if isinstance(v, dict):
+            return {k: fix(x) for k, x in v.items()}
+        return v
+
+    res.out_dir, res.version_dir = fix(res.out_dir), fix(res.version_dir)
+    res.serving_files = fix(res.serving_files)
+    res.tflite = fix(res.tflite)
+    return res
+
+
+def _export(config: Any, model: Any, out: Path, version: int, *, model_name: str,
+            top_k: int, outputs_are: str, serving_config: bool, warmup: int,
+            batching: sf.BatchingParameters | None, per_model_batching: bool,
+            base_path: str | None, images: Sequence[bytes] | None, tflite: bool,
+            overwrite: bool) -> ExportResult:
+    """export_serving into an existing (or staging) `out`; a model directory this call
+    creates is removed again when the export fails."""
+    model_dir = out / model_name
+    created = not model_dir.exists()
+    try:
+        return _export_into(config, model, out, version, model_name=model_name, top_k=top_k,
+                            outputs_are=outputs_are, serving_config=serving_config,
+                            warmup=warmup, batching=batching,
+                            per_model_batching=per_model_batching, base_path=base_path,
+                            images=images, tflite=tflite, overwrite=overwrite)
+    except BaseException:
+        if created:
+            shutil.rmtree(model_dir, ignore_errors=True)
+        raise
+
+
+def _export_into(config: Any, model: Any, out: Path, version: int, *, model_name: str,
+                 top_k: int, outputs_are: str, serving_config: bool, warmup: int,
+                 batching: sf.BatchingParameters | None, per_model_batching: bool,
+                 base_path: str | None, images: Sequence[bytes] | None, tflite: bool,
+                 overwrite: bool) -> ExportResult:
     from tfpipe.export import _tabular
 
     if _tabular.is_tabular(config):  # raw columns in (docs/tabular.md, "Serving")
-        return _tabular.export_tabular(config, model, out_dir, version, model_name=model_name,
+        return _tabular.export_tabular(config, model, out, version, model_name=model_name,
                                        serving_config=serving_config, batching=batching,
                                        base_path=base_path, overwrite=overwrite,
                                        warmup=warmup)
@@ -299,7 +380,6 @@ def export_serving(config: Any, model: Any, out_dir: str | os.PathLike[str], ver
         outputs_are = "probabilities" if _ends_in_softmax(keras_model) else "logits"
     batching = batching or sf.BatchingParameters()
 
-    out = Path(out_dir)
     model_dir = out / model_name
     final = model_dir / str(version)
     with staged_version(model_dir, version, overwrite) as tmp:

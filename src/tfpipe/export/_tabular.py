@@ -22,9 +22,9 @@ import tensorflow as tf
 
 from tfpipe._version import __version__
 from tfpipe.errors import ConfigError
-from tfpipe.export import _manifest
+from tfpipe.export import _inputs, _manifest
 from tfpipe.export import _serving_files as sf
-from tfpipe.features import FeatureTransforms
+from tfpipe.features import MISSING_SUFFIX, FeatureTransforms
 from tfpipe.pipeline import raw_rows, settings, tabular_transforms
 
 
@@ -52,6 +52,9 @@ class TabularServingModule(tf.Module):
         checks = [tf.debugging.assert_equal(tf.shape(v)[0], n, message=(
             f"column {k!r}: every column of a request needs the same number of rows"))
             for k, v in raw.items()]
+        masks = {k[: -len(MISSING_SUFFIX)]: v for k, v in raw.items()
+                 if k.endswith(MISSING_SUFFIX)}
+        checks += _inputs.check_finite(raw, masks)  # ±inf refused; NaN is missing
         with tf.control_dependencies(checks):
             raw = {k: tf.identity(v) for k, v in raw.items()}
         return self.transforms(raw)
@@ -185,6 +188,9 @@ def tabular_request(version_dir: str | os.PathLike[str], columns: dict[str, Any]
                   isinstance(v, (int, float, np.number)) and not isinstance(v, bool))
             if not ok:
                 raise ConfigError(f"request: column {c!r} row {i}: expected {dtype}, got {v!r}")
+            problem = None if missing[i] else _inputs.value_problem(v, dtype)
+            if problem:
+                raise ConfigError(f"request: column {c!r} row {i}: {problem}")
             vals.append(v.encode() if isinstance(v, str) else v)
         out[c] = np.array(vals, _NP[dtype])
         if c in masks:
