@@ -174,3 +174,81 @@ def test_cli_takes_the_transforms_of_a_pipeline_config(baseline, fresh, tmp_path
     health = {t["name"]: t for t in obj["transforms"]}
     assert obj["flagged_names"] == ["item"] and health["item"]["metrics"]["oov_rate"] > 0.45
     assert not health["price_bucket"]["flagged"]
+
+
+# ----------------------------------------- issue 26 item 11: long-tailed IDs, Good-Turing
+ZIPF_ROWS = 20_000
+
+
+def _zipf_table(seed: int, rows: int = ZIPF_ROWS) -> pa.Table:
+    """Long-tailed ID columns (Zipf 1.2: ~5,000 distinct values in 20,000 rows, a fifth
+    of the rows a value seen once), an int and a string version, and a price."""
+    rng = np.random.default_rng(seed)
+    ids = rng.zipf(1.2, rows).astype(np.int64)
+    items = rng.zipf(1.2, rows)
+    return pa.table({"user_id": pa.array(ids),
+                     "item": pa.array([f"i{v}" for v in items]),
+                     "price": pa.array(rng.lognormal(3.0, 0.5, rows))})
+
+
+@pytest.fixture(scope="module")
+def zipf():
+    base = _zipf_table(11)
+    return base, compute_statistics(base), _zipf_table(12)
+
+
+def _good_turing(values) -> float:
+    """The oracle: share of the sample's values whose value occurs exactly once."""
+    _, counts = np.unique(np.asarray(values), return_counts=True)
+    return float((counts == 1).sum() / len(values))
+
+
+def test_good_turing_share_from_the_stored_vocabulary(zipf):
+    base, stats, _ = zipf
+    for name in ("user_id", "item"):
+        values = base.column(name).to_numpy(zero_copy_only=False)
+        cat = stats.column(name).categorical
+        assert cat.oov_count == 0  # the default top_k lists every value
+        assert cat.unseen_share == pytest.approx(_good_turing(values), abs=1e-15)
+    # a truncated vocabulary cannot say N1; drift then needs only the listed singletons
+    small = compute_statistics(base, top_k=200).column("user_id").categorical
+    assert small.unseen_share is None and small.listed_singletons == 0
+
+
+@pytest.mark.parametrize("top_k", [10_000, 200])
+def test_a_fresh_zipf_sample_is_not_flagged(zipf, top_k):
+    base, stats, fresh = zipf
+    if top_k != 10_000:
+        stats = compute_statistics(base, top_k=top_k)
+    report = drift(stats, fresh)
+    assert not report.flagged, [(c.name, c.flags) for c in report.columns if c.flags]
+    by = {(c.name, c.kind): c for c in report.columns}
+    uid = by[("user_id", "categorical")]
+    gt = _good_turing(base.column("user_id").to_numpy())
+    assert uid.metrics["baseline_unseen_share"] == (pytest.approx(gt, abs=1e-12)
+                                                    if top_k == 10_000 else None)
+    assert uid.metrics["new_category_rate"] > 0.15  # what was flagged before
+    if top_k == 10_000:  # the vocabulary lists every value: expected = N1 / N exactly
+        assert uid.metrics["expected_new_category_rate"] == pytest.approx(gt, abs=1e-12)
+    assert ("user_id", "numeric") in by  # ints: compared as numbers too (< half distinct)
+
+
+def test_zipf_columns_still_flag_real_drift(zipf):
+    base, stats, fresh = zipf
+    rng = np.random.default_rng(5)
+    ids = fresh.column("user_id").to_numpy().copy()
+    fresh_ids = rng.random(ids.size) < 0.15
+    ids[fresh_ids] = 10**9 + np.arange(fresh_ids.sum())  # ids the baseline never had
+    items = fresh.column("item").to_numpy(zero_copy_only=False).astype(object)
+    top_item = stats.column("item").categorical.vocabulary[0][0]
+    items[items == top_item] = "i2" if top_item != "i2" else "i3"  # a dropped category
+    shifted = fresh.set_column(0, "user_id", pa.array(ids))
+    shifted = _replace(shifted, "item", pa.array(items))
+    shifted = _replace(shifted, "price", pc.multiply(fresh.column("price"), 1.5))
+    report = drift(stats, shifted)
+    by = {(c.name, c.kind): c for c in report.columns}
+    assert any("new-category" in f for f in by[("user_id", "categorical")].flags)
+    assert top_item in by[("item", "categorical")].metrics["dropped_categories"]
+    assert any("vanished" in f for f in by[("item", "categorical")].flags)
+    assert by[("price", "numeric")].flagged
+    assert report.flagged_names == ["user_id", "item", "price"]

@@ -4,7 +4,9 @@ Numbers are compared in the baseline's quantile bins (exact counts of the new
 data in the stored bins): PSI and Jensen-Shannon divergence. Categories are
 compared over the stored vocabulary plus one out-of-vocabulary bucket:
 L-infinity distance, the rate of values outside the stored vocabulary beyond
-the baseline's own OOV rate, and frequent baseline values that vanished. With
+the rate a fresh sample is expected to have (the baseline's OOV share plus the
+Good-Turing share of never-seen values that the listed singletons stand for),
+and frequent baseline values that vanished. With
 transform specs, the new data also runs through the same `build_transforms`
 graph: OOV rate of vocabulary outputs, empty and overfull buckets of bucketize
 outputs. Thresholds: `DriftThresholds` (defaults documented in docs/tabular.md).
@@ -284,7 +286,9 @@ def _health_results(health: _Health, stats: Statistics, th: DriftThresholds
             if p["top_k"] is not None:
                 kept = kept[:p["top_k"]]
             base_total = col.categorical.count
-            base_oov = (base_total - sum(kept)) / base_total if base_total else 0.0
+            # Good-Turing, as for columns: kept values seen once go to OOV in a fresh sample
+            base_oov = ((base_total - sum(kept) + sum(1 for f in kept if f == 1)) / base_total
+                        if base_total else 0.0)
             new_oov = float(counts[1:1 + num_oov].sum() / n) if n else 0.0
             metrics = {"oov_rate": new_oov, "baseline_oov_rate": base_oov, "rows": n}
             if new_oov - base_oov > th.oov_rate:
@@ -435,10 +439,23 @@ def _numeric_result(name: str, base: Any, acc: _NumericDrift, th: DriftThreshold
                         "boundaries": list(base.quantiles)})
 
 
+def _noise(share: float, n: int) -> float:
+    """3 binomial standard deviations of a share measured on n values: a fresh sample's
+    rate strays this far from the expected one about once in 700."""
+    return 3.0 * math.sqrt(max(share * (1.0 - share), 0.0) / n) if n else 0.0
+
+
 def _categorical_result(name: str, base: Any, acc: _CategoricalDrift, th: DriftThresholds
                         ) -> ColumnDrift:
-    base_freq = np.array([f for _, f in base.vocabulary], np.float64)
-    p = np.append(base_freq, base.oov_count) / max(base.count, 1)
+    # What a FRESH sample of the baseline's distribution puts outside the stored
+    # vocabulary (Good-Turing): values never seen make up about N1/N of it (N1: values
+    # seen once). That mass comes from the singletons: those outside the vocabulary
+    # are already in the baseline's OOV share, so the listed ones (L1 of them) are
+    # added: expected = oov_count / N + L1 / N. Comparing with the raw OOV share (0 for
+    # a complete vocabulary) flagged every long-tailed ID column.
+    p = np.append(np.array([f for _, f in base.vocabulary], np.float64),
+                  base.oov_count) / max(base.count, 1)
+    p[-1] += base.listed_singletons / max(base.count, 1)
     outside = acc.count - int(acc.counts.sum())
     q = np.append(acc.counts, outside) / max(acc.count, 1)
     metrics: dict[str, Any] = {"rows": acc.count}
@@ -449,17 +466,24 @@ def _categorical_result(name: str, base: Any, acc: _CategoricalDrift, th: DriftT
         labels = [*base.values, "(out of vocabulary)"]
         new_rate = outside / acc.count
         base_oov = base.oov_count / base.count if base.count else 0.0
+        expected = float(p[-1])
+        # a value is "vanished" only where the new data should have held it about 5+
+        # times (absent by chance with probability < e^-5)
         dropped = [v for i, (v, f) in enumerate(base.vocabulary)
-                   if base.count and f / base.count >= th.dropped_share and acc.counts[i] == 0]
+                   if base.count and f / base.count >= th.dropped_share and acc.counts[i] == 0
+                   and acc.count * f / base.count >= 5]
         top_new = acc.other.result(5, decode=acc.dtype == "string").vocabulary
         metrics.update(linf=float(diff[worst]), linf_value=labels[worst],
                        new_category_rate=new_rate, baseline_oov_rate=base_oov,
+                       baseline_unseen_share=base.unseen_share,
+                       expected_new_category_rate=expected,
                        dropped_categories=dropped, top_new_values=[list(t) for t in top_new])
-        if metrics["linf"] > th.linf:
+        if metrics["linf"] > th.linf + _noise(float(p[worst]), acc.count):
             flags.append(f"linf {metrics['linf']:.3f} > {th.linf:g} (at {labels[worst]!r})")
-        if new_rate - base_oov > th.new_category_rate:
-            flags.append(f"new-category rate {new_rate:.3f} > baseline OOV {base_oov:.3f} + "
-                         f"{th.new_category_rate:g}")
+        if new_rate - expected > th.new_category_rate + _noise(expected, acc.count):
+            flags.append(f"new-category rate {new_rate:.3f} > expected {expected:.3f} "
+                         f"(baseline OOV {base_oov:.3f} + listed singletons "
+                         f"{expected - base_oov:.3f}) + {th.new_category_rate:g}")
         if dropped:
             flags.append(f"{len(dropped)} frequent baseline value(s) vanished: "
                          f"{', '.join(map(repr, dropped[:5]))}")

@@ -98,12 +98,26 @@ class CategoricalStats:
     vocabulary: tuple[tuple[str | int, int], ...]
     oov_count: int  # non-missing values not in `vocabulary`
     frequency_error: int = 0  # additive field: 0 when exact
-
     def to_dict(self) -> dict[str, Any]:
         return {"count": self.count, "missing": self.missing, "num_unique": self.num_unique,
                 "num_unique_exact": self.num_unique_exact,
                 "vocabulary": [[v, f] for v, f in self.vocabulary],
                 "oov_count": self.oov_count, "frequency_error": self.frequency_error}
+
+    @property
+    def listed_singletons(self) -> int:
+        """Vocabulary values seen exactly once in the baseline."""
+        return sum(1 for _, f in self.vocabulary if f == 1)
+
+    @property
+    def unseen_share(self) -> float | None:
+        """Good-Turing estimate of the share of a fresh sample's values that the baseline
+        never held: N1 / N, N1 the values seen once. Known when the vocabulary lists
+        every value (exact counts, nothing out of vocabulary); else None. Drift needs
+        only the listed singletons (docs/tabular.md, "Drift")."""
+        if not self.count or not self.num_unique_exact or self.oov_count:
+            return None
+        return self.listed_singletons / self.count
 
     @classmethod
     def from_dict(cls, obj: dict[str, Any]) -> CategoricalStats:
