@@ -206,8 +206,9 @@ class AugmentConfig(_Model):
 # Keys the tabular pipeline never reads (docs/tabular.md, "Config"): a tabular config
 # that sets one to anything but its default was accepted and silently ignored, so a
 # user believed a detection task, an image size or materialized epochs were in force.
-# Compared with the default (not "was it written") so that to_dict()/to_yaml(), which
-# write every key, load back unchanged.
+# Compared with the default (not "was it written"), so that a dict that writes every
+# key (`model_dump()`, an image config's shape) still loads; a tabular config's
+# `to_dict()` leaves these keys out.
 _IMAGE_ONLY = {
     "data": ("task", "image_size", "channels", "output_dtype", "normalize", "label_format",
              "num_classes", "eval_crop_fraction", "max_boxes", "dct_scaling"),
@@ -288,12 +289,18 @@ class Config(_Model):
     def to_dict(self) -> dict[str, Any]:
         """Plain, fully resolved dict in YAML shape (ops keyed by name, in order)."""
         out = self.model_dump(mode="json", exclude={"augment", "features"})
+        if self.features is not None:
+            # a tabular config shows the keys it reads: the image-only ones can only be
+            # at their defaults here (validation refuses anything else)
+            for section in ("data", "pipeline"):
+                for key in _IMAGE_ONLY[section]:
+                    out[section].pop(key)
+            out["features"] = self.features.to_dict()
+            return out
         out["augment"] = {"enable_rate": self.augment.enable_rate,
                           "pixel_stage": self.augment.pixel_stage}
         for section in SECTIONS:
             out["augment"][section] = {op.name: op.to_dict() for op in self.augment.ops(section)}
-        if self.features is not None:  # image configs keep their dict (and hash) unchanged
-            out["features"] = self.features.to_dict()
         return out
 
     def to_yaml(self) -> str:

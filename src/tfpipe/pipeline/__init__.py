@@ -10,12 +10,14 @@ from tfpipe.pipeline._materialize import config_hash, hashed_settings, materiali
 from tfpipe.pipeline._options import batch_parallelism, map_parallelism, options
 from tfpipe.pipeline._settings import Settings, settings
 from tfpipe.pipeline._tabular import raw_parse_spec, raw_rows, tabular_transforms, transform_specs
+from tfpipe.pipeline._tabular_info import TabularSource, tabular_source
 
 __all__ = [
     "MATERIALIZED_MARKER",
     "ClusterWorker",
     "STAGES",
     "Settings",
+    "TabularSource",
     "build_pipeline",
     "batch_parallelism",
     "batches_per_pass",
@@ -36,6 +38,7 @@ __all__ = [
     "settings",
     "skipped_counts",
     "stream_offset",
+    "tabular_source",
     "tabular_transforms",
     "tf_config_worker",
     "transform_specs",
