@@ -21,7 +21,7 @@ from tfpipe.config import (
 )
 from tfpipe.errors import ConfigError
 
-PRESETS = ["cifar", "detection", "imagenet", "medical-ultrasound", "remote-sensing"]
+PRESETS = ["cifar", "ctr", "detection", "imagenet", "medical-ultrasound", "remote-sensing"]
 
 
 def _write(tmp_path: Path, text: str, name: str = "cfg.yaml") -> Path:
@@ -51,6 +51,17 @@ def test_every_preset_loads_and_round_trips(name: str, tmp_path: Path) -> None:
     assert again.to_dict() == cfg.to_dict()
     # JSON carries the same resolved values.
     assert json.loads(cfg.to_json()) == cfg.to_dict()
+
+
+def test_ctr_preset_is_tabular_and_shows_only_the_keys_it_reads() -> None:
+    cfg = load_config("ctr")
+    assert cfg.features is not None and cfg.features.label == "label"
+    assert cfg.features.columns["user"].transform == "embedding_id"
+    out = cfg.to_dict()
+    assert set(out) == {"seed", "data", "pipeline", "features"}
+    assert out["data"] == {"path": None}
+    assert "materialized" not in out["pipeline"] and out["pipeline"]["batch_size"] == 1024
+    assert load_config(out) == cfg  # the image keys come back at their defaults
 
 
 def test_imagenet_preset_contents() -> None:
@@ -337,7 +348,7 @@ def test_file_errors(tmp_path: Path) -> None:
     assert "top level must be a mapping" in _error(_write(tmp_path, "- 1\n"))
     assert "no such config file" in _error(tmp_path / "missing.yaml")
     msg = _error("imagnet")
-    assert "(did you mean 'imagenet'?)" in msg and "presets: cifar, detection" in msg
+    assert "(did you mean 'imagenet'?)" in msg and "presets: cifar, ctr, detection" in msg
     assert "base: must be a preset name" in _error(_write(tmp_path, "base: 3\n"))
     big = tmp_path / "big.yaml"
     big.write_text("# " + "x" * (1 << 20) + "\n")

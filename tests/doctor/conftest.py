@@ -26,7 +26,8 @@ def record_files(tmp_path_factory) -> list[str]:
 
 @pytest.fixture(scope="session")
 def converted(tmp_path_factory) -> dict[str, str]:
-    """Classification (image folder) and detection (COCO JSON) datasets, converted;
+    """Classification (image folder), detection (COCO JSON) and tabular (the CTR
+    table, for the ctr preset) datasets, converted;
     each train split holds at least one batch of every preset (cifar: 128, detection:
     16), or the train build refuses the config (an epoch of 0 batches)."""
     from tfpipe import sample_data
@@ -51,4 +52,13 @@ def converted(tmp_path_factory) -> dict[str, str]:
         "categories": [{"id": 1, "name": "a"}, {"id": 2, "name": "b"}]}))
     convert(coco / "ann.json", root / "det", format="coco", split="train=0.5,val=0.5",
             workers=1)
-    return {"classification": str(root / "cls"), "detection": str(root / "det")}
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).parents[1] / "features"))
+    from tabular_oracle import make_ctr_dataset
+
+    # the ctr preset (batch 1024): a synthetic CTR table converted with --stats
+    _, table = make_ctr_dataset(root, rows=1500)
+    return {"classification": str(root / "cls"), "detection": str(root / "det"),
+            "tabular": table}

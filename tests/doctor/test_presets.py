@@ -12,7 +12,8 @@ from tfpipe.config import load_config, preset_names
 @pytest.mark.parametrize("preset", preset_names())
 def test_preset_is_clean(preset, converted):
     cfg = load_config(preset)
-    cfg = load_config(preset, {"data.path": converted[cfg.data.task]})
+    kind = "tabular" if cfg.features is not None else cfg.data.task
+    cfg = load_config(preset, {"data.path": converted[kind]})
     splits = ("train", "val") if preset == "imagenet" else ("train",)
     for split in splits:
         findings = doctor.check_config(cfg, split=split)

@@ -59,7 +59,15 @@ def compare_naive(config: Any, overrides: Sequence[str] = (), *, split: str = "t
     if rounds < 1:
         raise ValueError(f"rounds must be >= 1, got {rounds}")
     cfg = resolve_config(config, list(overrides))
-    naive, spec = naive_from_config(cfg, split=split)
+    from tfpipe.pipeline import settings
+
+    if settings(cfg).features is not None:  # a table: per-record parse (bench/_tabular.py)
+        from tfpipe.bench import _tabular
+
+        naive, not_reproduced = _tabular.naive(cfg, split), []
+    else:
+        naive, spec = naive_from_config(cfg, split=split)
+        not_reproduced = list(spec.not_reproduced)
     ours: list[Result] = []
     theirs: list[Result] = []
     for i in range(rounds):
@@ -68,7 +76,7 @@ def compare_naive(config: Any, overrides: Sequence[str] = (), *, split: str = "t
         ours.append(first if i == 0 and first is not None else
                     measure(build_from(cfg, split=split), warmup=warmup, steps=steps))
         theirs.append(measure(naive, warmup=warmup, steps=steps))
-    return BaselineComparison(ours, theirs, list(spec.not_reproduced))
+    return BaselineComparison(ours, theirs, not_reproduced)
 
 
 def write_result_csv(path: str | Path, result: Result) -> Path:

@@ -144,8 +144,13 @@ def stage_report(config: Any, steps: int = 20, *, warmup: int = 3,
     cfg = resolve_config(config, overrides)
     s = settings(cfg)
     opts = options(s)
-    stages = [(name, ds.with_options(opts))
-              for name, ds in build_stages(cfg, split=split, epoch=epoch)]
+    if s.features is not None:  # a table: read, batch, parse, transforms (bench/_tabular.py)
+        from tfpipe.bench import _tabular
+
+        stages = _tabular.stages(cfg, split)
+    else:
+        stages = [(name, ds.with_options(opts))
+                  for name, ds in build_stages(cfg, split=split, epoch=epoch)]
     e2e = build_pipeline(cfg, split=split, epoch=epoch)
     return report_from_datasets(stages, steps=steps, warmup=warmup, batch_size=s.batch_size,
                                 end_to_end=e2e, rounds=rounds)

@@ -41,7 +41,8 @@ def command(target: str, as_json: bool, ignore: tuple[str, ...], sets: tuple[str
         sys.exit(2)
     try:
         findings = doctor.check(loaded.dataset, ignore=ignore, locations=loaded.locations,
-                                batch_size_hint=batch_size or loaded.batch_size)
+                                batch_size_hint=batch_size or loaded.batch_size,
+                                config=loaded.config)
     except ValueError as exc:  # a graph tf.data refuses to serialize at all
         click.echo(f"error: {loaded.description}: {exc}", err=True)
         sys.exit(2)

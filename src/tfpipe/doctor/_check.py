@@ -10,7 +10,7 @@ from typing import Any
 
 import tensorflow as tf
 
-from tfpipe.doctor import _rules  # noqa: F401  (registers the rules)
+from tfpipe.doctor import _rules, _tabular_rules  # noqa: F401  (registers the rules)
 from tfpipe.doctor._core import RULES, SEVERITY_RANK, Context, Finding
 from tfpipe.doctor._graph import PipelineGraph
 
@@ -27,7 +27,7 @@ def _host_cpus() -> int:
 def check(dataset: tf.data.Dataset, *, batch_size_hint: int | None = None,
           ram_budget_bytes: int | None = None, cpus: int | None = None,
           ignore: Iterable[str] = (), host_cpus: int | None = None,
-          locations: Mapping[str, str] | None = None) -> list[Finding]:
+          locations: Mapping[str, str] | None = None, config: Any = None) -> list[Finding]:
     """Find known tf.data anti-patterns in `dataset` (any `tf.data.Dataset`).
 
     Reads the dataset's serialized graph; nothing is iterated. Findings come
@@ -39,6 +39,8 @@ def check(dataset: tf.data.Dataset, *, batch_size_hint: int | None = None,
     cpus: CPUs this process may use; default `tfpipe.system.available_cpus()`.
     host_cpus: CPUs TensorFlow sizes its thread pools from; default the affinity mask.
     ignore: rule ids to silence.
+    config: the tfpipe config `dataset` was built from; a tabular one (a `features:`
+        section) also gets the tabular rules, which read its statistics.
     locations: function name -> "file:line", to point findings at the source.
         A stateful random op built in this process is located at its own call
         (`file:line` from the op's traceback) whether or not this is given.
@@ -71,6 +73,7 @@ def check(dataset: tf.data.Dataset, *, batch_size_hint: int | None = None,
         cpus=int(cpus or system.available_cpus()),
         host_cpus=int(host_cpus or _host_cpus()),
         locations=dict(locations or {}),
+        tabular=_tabular_source(config),
     )
     skip = set(ignore)
     findings: list[Finding] = []
@@ -80,6 +83,14 @@ def check(dataset: tf.data.Dataset, *, batch_size_hint: int | None = None,
     order = {n.label: i for i, n in enumerate(ctx.graph.chain)}
     findings.sort(key=lambda f: (-SEVERITY_RANK[f.severity], order.get(f.op, len(order)), f.rule))
     return _dedupe(findings)
+
+
+def _tabular_source(config: Any) -> Any:
+    if config is None or getattr(config, "features", None) is None:
+        return None
+    from tfpipe.pipeline import tabular_source
+
+    return tabular_source(config)
 
 
 def _readable_graph(dataset: tf.data.Dataset) -> tuple[PipelineGraph, list[str]]:
@@ -131,7 +142,7 @@ def check_config(config: Any, split: str = "train", **kwargs: Any) -> list[Findi
             kwargs["batch_size_hint"] = int(config.pipeline.batch_size)
         except (AttributeError, TypeError, ValueError):
             kwargs.pop("batch_size_hint", None)
-    return check(build_pipeline(config, split=split), **kwargs)
+    return check(build_pipeline(config, split=split), config=config, **kwargs)
 
 
 def worst(findings: Iterable[Finding]) -> str | None:

@@ -45,6 +45,9 @@ class Context:
     unreadable: list[str] = field(default_factory=list)  # outermost transformations not serializable
     # (library function, node) -> the user's line that created the op (`_sources.py`)
     sites: Mapping[tuple[str, str], Any] = field(default_factory=dict)
+    # a tabular config's statistics and transform specs (tfpipe.pipeline.TabularSource),
+    # None for anything else: the tabular rules read it (doctor/_tabular_rules.py)
+    tabular: Any = None
     _ops_cache: dict[str, list] = field(default_factory=dict)
 
     def function_ops(self, library_name: str) -> list:

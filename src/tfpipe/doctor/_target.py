@@ -39,6 +39,7 @@ class LoadedTarget:
     description: str
     locations: dict[str, str] = field(default_factory=dict)
     batch_size: int | None = None
+    config: Any = None  # the loaded tfpipe config (kind "config"): tabular rules read it
 
 
 def _split(target: str) -> tuple[str, str] | None:
@@ -155,7 +156,7 @@ def _load_config(target: str, sets: Sequence[str], split: str) -> LoadedTarget:
         batch = int(config.pipeline.batch_size)
     except (AttributeError, TypeError, ValueError):
         pass
-    return LoadedTarget(ds, "config", f"tfpipe config {target} ({split})", {}, batch)
+    return LoadedTarget(ds, "config", f"tfpipe config {target} ({split})", {}, batch, config)
 
 
 def load_target(target: str, sets: Sequence[str] = (), split: str = "train") -> LoadedTarget:
