@@ -73,9 +73,9 @@ def _fmt(v: Any) -> str:
     return str(v)
 
 
-_SHOWN = ("psi", "js", "linf", "new_category_rate", "missing_rate", "mean", "baseline_mean",
-          "dropped_categories", "oov_rate", "baseline_oov_rate", "empty_buckets",
-          "overfull_buckets", "rows")
+_SHOWN = ("psi", "js", "linf", "new_category_rate", "expected_new_category_rate",
+          "missing_rate", "mean", "baseline_mean", "dropped_categories", "oov_rate",
+          "baseline_oov_rate", "empty_buckets", "overfull_buckets", "rows")
 
 
 def _summary_rows(report: Any) -> list[tuple[str, str, str, str]]:
