@@ -21,6 +21,7 @@ class BaselineComparison:
     theirs: list[Result]
     not_reproduced: list[str] = field(default_factory=list)
     kind: str = "naive"
+    label: str = "naive: cv2 in py_function"  # the baseline's row name in a table
 
     @property
     def best(self) -> Result:
@@ -64,10 +65,10 @@ def compare_naive(config: Any, overrides: Sequence[str] = (), *, split: str = "t
     if settings(cfg).features is not None:  # a table: per-record parse (bench/_tabular.py)
         from tfpipe.bench import _tabular
 
-        naive, not_reproduced = _tabular.naive(cfg, split), []
+        naive, not_reproduced, label = _tabular.naive(cfg, split), [], _tabular.LABEL_NAIVE
     else:
         naive, spec = naive_from_config(cfg, split=split)
-        not_reproduced = list(spec.not_reproduced)
+        not_reproduced, label = list(spec.not_reproduced), BaselineComparison.label
     ours: list[Result] = []
     theirs: list[Result] = []
     for i in range(rounds):
@@ -76,7 +77,7 @@ def compare_naive(config: Any, overrides: Sequence[str] = (), *, split: str = "t
         ours.append(first if i == 0 and first is not None else
                     measure(build_from(cfg, split=split), warmup=warmup, steps=steps))
         theirs.append(measure(naive, warmup=warmup, steps=steps))
-    return BaselineComparison(ours, theirs, not_reproduced)
+    return BaselineComparison(ours, theirs, not_reproduced, label=label)
 
 
 def write_result_csv(path: str | Path, result: Result) -> Path:

@@ -138,11 +138,7 @@ def _run(config: str, sets: list[str], split: str, steps: int, warmup: int, stag
         cmp = bench.compare_naive(cfg, split=split, steps=steps, warmup=warmup, rounds=2,
                                   first=result, progress=progress)
         result = cmp.best
-        from tfpipe.bench._tabular import LABEL_NAIVE
-        from tfpipe.pipeline import settings
-
-        label = LABEL_NAIVE if settings(cfg).features is not None else "naive: cv2 in py_function"
-        named = [(f"tfpipe ({split})", result), (label, cmp.baseline_best)]
+        named = [(f"tfpipe ({split})", result), (cmp.label, cmp.baseline_best)]
         out["result"] = result.to_dict()
         out["baseline"] = cmp.to_dict()
     show(_results_table(f"{config}: {split} pipeline, {steps} steps after {warmup} warm-up",
