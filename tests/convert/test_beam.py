@@ -172,8 +172,9 @@ def test_options_are_checked_before_any_work(folder_src: Path, tmp_path: Path) -
     with pytest.raises(ConfigError, match="nosuch://b/out: TensorFlow has no filesystem for "
                                           "nosuch://"):
         convert(folder_src, "nosuch://b/out", runner="direct")
-    with pytest.raises(InputError, match="a URL source is implemented for image folders only"):
-        convert("ram://t/table.csv", out, runner="direct", format="csv")
+    with pytest.raises(InputError, match="a URL source is implemented for image folders and "
+                                         "csv / parquet tables, not format 'coco'"):
+        convert("ram://t/set.json", out, runner="direct", format="coco")
     with pytest.raises(ConfigError, match="cannot split"):
         convert(folder_src, out, runner="direct", pipeline_options="--temp_location='gs://x")
     assert not out.exists()
