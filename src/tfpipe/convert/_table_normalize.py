@@ -74,8 +74,9 @@ class NormalizePlan:
 
     def finalize(self, report: NormalizeReport) -> NormalizePlan:
         """After the scan: a fixed-size list column that lost a null element is var-length."""
+        dropping = self.list_nulls == "drop-element"
         cols = tuple(replace(c, list="var", list_size=0)
-                     if c.list == "fixed" and report.list_nulls.get(c.name) else c
+                     if c.list == "fixed" and dropping and report.list_nulls.get(c.name) else c
                      for c in self.columns)
         return replace(self, columns=cols)
 
@@ -417,11 +418,13 @@ def _list(arr: Any, col: ColumnPlan, plan: NormalizePlan, first_row: int,
                              "inside a list; choose --list-nulls drop-element (drop the null "
                              "values) or drop-row (skip such rows)")
         report.list_nulls[col.name] = report.list_nulls.get(col.name, 0) + int(holes.sum())
-        if plan.list_nulls == "drop-row":  # the rows only where they are dropped
+        if plan.list_nulls == "drop-row":
+            # the rows are bad rows, never encoded: their values stay as they are
             for r in rows_with.tolist():
                 report.list_null_rows.setdefault(first_row + r, col.name)
-        values = values.filter(pa.array(inner_valid))
-        sizes = np.bincount(parents[inner_valid], minlength=n).astype(np.int64)
+        else:
+            values = values.filter(pa.array(inner_valid))
+            sizes = np.bincount(parents[inner_valid], minlength=n).astype(np.int64)
     offsets = np.zeros(n + 1, dtype=np.int32)
     np.cumsum(sizes, out=offsets[1:])
     if col.list == "fixed" and (sizes[valid] == col.list_size).all():
@@ -472,11 +475,13 @@ def normalize_batch(batch: Any, plan: NormalizePlan, *, first_row: int = 0
         else:
             out = _list(arr, col, plan, first_row, report)
         want = output_type(col)
-        if out.type != want:
+        # a fixed-size list that lost a null element is var-length in this batch; only
+        # during the scan: the finalized plan makes such a column var in every batch
+        if out.type != want and not (col.list == "fixed" and pa.types.is_list(out.type)):
             out = out.cast(want)
         report.nulls[col.name] = out.null_count
         arrays.append(out)
-    return pa.RecordBatch.from_arrays(arrays, schema=output_schema(plan)), report
+    return pa.RecordBatch.from_arrays(arrays, names=[c.name for c in plan.columns]), report
 
 
 def check_integer_text(plan: NormalizePlan, name: str, texts: Any, first_row: int = 0) -> None:
