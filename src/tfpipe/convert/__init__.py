@@ -178,6 +178,10 @@ def convert(src: str | os.PathLike[str], out: str | os.PathLike[str], *,
                              invalid_boxes=invalid_boxes, **table)
     if stats:
         check_stats_request(source, ratios)
+        if is_url(out):
+            raise ConfigError(f"stats: statistics.json is written beside a local OUT only, not "
+                              f"{os.fspath(out)}; convert into a local path or a mounted share, "
+                              "or compute them later with tfpipe.features.compute_statistics")
     enumeration = source.enumerate()
     # Under on_error="raise", inputs found bad here are reported together with
     # those found while writing (execute), so one run names every bad input.

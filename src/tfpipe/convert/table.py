@@ -23,6 +23,7 @@ to reading the whole table at once (tests/convert/test_table_streaming.py).
 
 from __future__ import annotations
 
+import io
 import math
 import os
 import shutil
@@ -59,15 +60,51 @@ def is_url(path: str | os.PathLike[str]) -> bool:
     return "://" in os.fspath(path)
 
 
+class _GFileReader(io.RawIOBase):
+    """A seekable binary file over tf.io.gfile (TF's GFile lacks what pyarrow checks,
+    e.g. `closed`): pyarrow reads only the ranges it needs through it."""
+
+    def __init__(self, path: str) -> None:
+        import tensorflow as tf
+
+        super().__init__()
+        self._f = tf.io.gfile.GFile(path, "rb")
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def read(self, size: int = -1) -> bytes:
+        return self._f.read(size)
+
+    def readinto(self, buffer: Any) -> int:
+        data = self._f.read(len(buffer))
+        buffer[:len(data)] = data
+        return len(data)
+
+    def seek(self, offset: int, whence: int = 0) -> int:
+        self._f.seek(offset, whence)
+        return self._f.tell()
+
+    def tell(self) -> int:
+        return self._f.tell()
+
+    def close(self) -> None:
+        if not self.closed:
+            self._f.close()
+        super().close()
+
+
 def _open(path: str) -> Any:
     """What pyarrow reads: a local path, or a seekable file over tf.io.gfile for a URL
     (pyarrow then reads only the ranges it needs: Parquet footers and row groups)."""
     if not is_url(path):
         return path
     import pyarrow as pa
-    import tensorflow as tf
 
-    return pa.PythonFile(tf.io.gfile.GFile(path, "rb"), mode="r")
+    return pa.PythonFile(_GFileReader(path), mode="r")
 
 
 def _csv_reader(path: str | Path, schema: Any = None) -> Any:
@@ -83,7 +120,10 @@ def _csv_reader(path: str | Path, schema: Any = None) -> Any:
 def _parquet(path: str) -> Any:
     import pyarrow.parquet as pq
 
-    return pq.ParquetFile(_open(path))
+    source = _open(path)
+    pf = pq.ParquetFile(source)
+    pf._tfpipe_source = source  # a URL's file object lives as long as the reader
+    return pf
 
 
 def _csv_schema(path: str | Path) -> Any:
