@@ -261,3 +261,30 @@ def test_one_dataframe_as_csv_and_parquet_gives_the_same_schema_and_bytes(tmp_pa
         assert rec["seen"] == row["seen"].value // 10**9
     assert json.loads((tmp_path / "csv" / "manifest.json").read_text())["source"]["format"] == \
         "csv"
+
+
+def test_cli_options_and_summary_lines(list_nulls_table, floats_table, tmp_path) -> None:
+    from click.testing import CliRunner
+
+    from tfpipe.cli.main import cli
+    from tfpipe.records import Manifest
+
+    runner = CliRunner()
+    r = runner.invoke(cli, ["convert", str(list_nulls_table), str(tmp_path / "a"),
+                            "--workers", "1", "--list-nulls", "drop-element"])
+    assert r.exit_code == 0, r.output
+    assert "names: 2 null list elements dropped (--list-nulls)" in r.output
+    r = runner.invoke(cli, ["convert", str(floats_table), str(tmp_path / "b"), "--workers", "1",
+                            "--keep-float64", "x", "--json"])
+    assert r.exit_code == 0, r.output
+    summary = json.loads(r.output)
+    assert set(summary["table"]["narrowed"]) == {"t"}  # x kept exactly
+    assert Manifest.load(tmp_path / "b").schema["x"].encoding == "float64_bits"
+    r = runner.invoke(cli, ["convert", str(floats_table), str(tmp_path / "c"), "--workers", "1"])
+    assert r.exit_code == 0, r.output
+    x = pd.read_parquet(floats_table)["x"].to_numpy()
+    changed = int((x.astype(np.float32).astype(np.float64) != x).sum())
+    assert f"x: {changed} values narrowed (largest error 1, relative" in r.output
+    r = runner.invoke(cli, ["convert", str(list_nulls_table), str(tmp_path / "d"),
+                            "--list-nulls", "error"])
+    assert r.exit_code == 1 and "row 0, column 'names'" in r.output

@@ -27,6 +27,15 @@ feature list). The rules (docs/convert.md "Tables"):
 - a null inside a list follows `list_nulls`: drop-element (default: the list
   keeps its other values; a fixed-size list that lost one becomes var-length),
   drop-row (the row is a bad row, listed in the manifest) or error.
+
+What an encoder may rely on (the contract with the columnar encoder): with the
+finalized plan (`TableSource.plan`), every batch has the plan's columns in plan
+order, each of type `output_type(col)` (the same in every batch); a scalar's
+feature holds its one value, or no value when it is null (the schema calls such
+a column var-length: `FeatureSpec.kind`); a list's feature holds its values (a
+null list: none); the values are exactly the ones to write (float32 already
+rounded, bytes as stored). `TableSource.normalized_batches(rows)` yields them for
+any ascending rows; the rows of a shard are `ShardPlan.items.rows` (plan order).
 """
 
 from __future__ import annotations

@@ -512,10 +512,10 @@ class TableSource(Source):
                 sizes.append(row_size)
                 if self.kind == "csv":
                     for name, column in zip(names, batch.columns):
-                        if (column.type == pa.float64() and name not in wide_ints
-                                and pc.max(pc.abs(column)).as_py() is not None
-                                and pc.max(pc.abs(column)).as_py() >= 2.0 ** 63):
-                            wide_ints.append(name)
+                        if column.type == pa.float64() and name not in wide_ints:
+                            top = pc.max(pc.abs(column)).as_py()
+                            if top is not None and top >= 2.0 ** 63:
+                                wide_ints.append(name)
                 normalized, part = normalize_batch(batch, plan, first_row=start)
                 report.merge(part)
                 for name in (self.image_column, self.label_column):
@@ -558,6 +558,7 @@ class TableSource(Source):
         self.plan = plan
         self.num_rows = start
         self._report = report
+        self._normalized = report.to_json(plan)  # what settings() records
         self._sizes = _compact(np.concatenate(sizes) if sizes else np.zeros(0, np.int64))
         self._required_null = required_null
         self._labels = labels
@@ -688,7 +689,7 @@ class TableSource(Source):
     def __getstate__(self) -> dict[str, Any]:
         # Workers get rows through the shard plan (row indices), not the scan's arrays.
         state = dict(self.__dict__)
-        for name in ("_sizes", "_required_null", "_labels", "_cleanup"):
+        for name in ("_sizes", "_required_null", "_labels", "_cleanup", "_report"):
             state.pop(name, None)
         return state
 
@@ -709,9 +710,8 @@ class TableSource(Source):
                                "keep_float64": (self.keep_float64 if self.keep_float64 == "all"
                                                 else list(self.keep_float64)),
                                "time_unit": self.time_unit}
-        normalized = self._report.to_json(self.plan)
-        if normalized:
-            out["normalized"] = normalized  # what storing the values changed (summary)
+        if self._normalized:
+            out["normalized"] = self._normalized  # what storing the values changed (summary)
         return out
 
     def encode_values(self, item: Item) -> tuple[dict[str, Any], dict[str, int]]:
