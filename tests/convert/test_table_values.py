@@ -288,3 +288,20 @@ def test_cli_options_and_summary_lines(list_nulls_table, floats_table, tmp_path)
     r = runner.invoke(cli, ["convert", str(list_nulls_table), str(tmp_path / "d"),
                             "--list-nulls", "error"])
     assert r.exit_code == 1 and "row 0, column 'names'" in r.output
+
+
+def test_pipeline_time_transform_refuses_a_finer_stored_unit(tmp_path) -> None:
+    """`time` reads epoch seconds (the default unit, tested above with the transform
+    itself): a column stored in ms is refused at build, not read as wrong hours."""
+    from tfpipe.config import load_config
+    from tfpipe.errors import ConfigError
+    from tfpipe.pipeline import build_pipeline
+
+    ts = pd.Timestamp("2026-01-05") + pd.to_timedelta(np.arange(8) * 1234.5, unit="s")
+    pd.DataFrame({"ts": ts, "label": np.arange(8) % 2}).to_parquet(tmp_path / "t.parquet")
+    convert(tmp_path / "t.parquet", tmp_path / "ms", workers=1, time_unit="ms")
+    config = load_config({"data": {"path": str(tmp_path / "ms")}, "features": {
+        "label": "label", "columns": {"hour": {"transform": "time", "column": "ts"}}}})
+    with pytest.raises(ConfigError, match=r"features.hour: transform 'time' reads epoch "
+                                          r"seconds, but column 'ts' holds timestamp_ms"):
+        build_pipeline(config)

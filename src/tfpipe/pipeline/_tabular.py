@@ -109,6 +109,13 @@ class Tabular:
     def _transforms(self, s: Settings, schema: Any) -> FeatureTransforms:
         from tfpipe.features import build_transforms, read_statistics
 
+        specs = transform_specs(s.features)
+        for spec in specs:  # `time` reads epoch seconds: a finer stored unit would be wrong
+            enc = schema[spec.columns[0]].encoding if spec.columns[0] in schema else None
+            if spec.kind == "time" and enc and enc != "timestamp_s":
+                raise ConfigError(f"features.{spec.name}: transform 'time' reads epoch seconds, "
+                                  f"but column {spec.columns[0]!r} holds {enc}; reconvert "
+                                  "with --time-unit s (the default)")
         path = statistics_path(s)
         try:
             stats = read_statistics(path)
@@ -118,7 +125,7 @@ class Tabular:
         dtypes = {n: "float32" if schema[n].encoding == "float64_bits" else schema[n].dtype
                   for n in cols if not schema[n].shape}
         nullable = [n for n in cols if schema[n].kind == "var"]
-        return build_transforms(transform_specs(s.features), stats, dtypes=dtypes,
+        return build_transforms(specs, stats, dtypes=dtypes,
                                 nullable=nullable, where=path)
 
     # ------------------------------------------------------------------ stages
