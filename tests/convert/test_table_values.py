@@ -251,7 +251,8 @@ def test_one_dataframe_as_csv_and_parquet_gives_the_same_schema_and_bytes(tmp_pa
     import tensorflow as tf
 
     spec = {"id": tf.io.FixedLenFeature([], tf.int64), "cat": tf.io.VarLenFeature(tf.string),
-            "label": tf.io.FixedLenFeature([], tf.int64), "seen": tf.io.FixedLenFeature([], tf.int64)}
+            "label": tf.io.FixedLenFeature([], tf.int64),
+            "seen": tf.io.FixedLenFeature([], tf.int64)}
     got = _by_id(read_split(tmp_path / "pq", "train", spec) + read_split(tmp_path / "pq", "val",
                                                                          spec))
     for row in df.dropna(subset=["label"]).to_dict("records"):

@@ -36,7 +36,6 @@ __all__ = ["BOX_POLICIES", "FORMATS", "LIST_NULLS", "ON_ERROR", "RUNNERS", "TIME
            "parse_keep_float64", "write_tfds_metadata"]
 
 
-
 def detect_format(src: str | os.PathLike[str]) -> str:
     """folder for a directory, csv / parquet by suffix, coco for a .json with images+annotations."""
     path = Path(src)
@@ -166,7 +165,7 @@ def convert(src: str | os.PathLike[str], out: str | os.PathLike[str], *,
             raise ConfigError(f"workers applies to runner 'local'; runner {runner!r} takes "
                               "its parallelism from pipeline_options (e.g. "
                               "--direct_num_workers=2, --max_num_workers=50)")
-    check_paths(runner, src, out, images=images, fmt=format)  # URLs: Beam + folders only
+    check_paths(runner, src, out, images=images, fmt=format)  # URLs: Beam; folders and tables
 
     table = dict(list_nulls=list_nulls, keep_float64=keep_float64, time_unit=time_unit)
     if is_url(src):

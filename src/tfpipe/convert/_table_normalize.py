@@ -316,7 +316,7 @@ def _scalar(arr: Any, col: ColumnPlan, plan: NormalizePlan, rows: np.ndarray,
             i = _first(over)
             raise InputError(f"{_where(plan, col.name, int(rows[i]))}: {int(x[i])} is beyond "
                              f"int64 (max {INT64_MAX}); records store integers as int64: "
-                             "fix the value or store the column as text")
+                             "fix the value, or store the column as text")
         return arr.cast(pa.int64())
     if kind == "whole_float":
         return arr.cast(pa.int64())  # the scan checked every value is whole
@@ -385,9 +385,10 @@ def _time(arr: Any, col: ColumnPlan, plan: NormalizePlan, rows: np.ndarray,
         limit = INT64_MAX // factor
         over = valid & (np.abs(x) > limit)
         if over.any():
-            raise InputError(f"{_where(plan, col.name, int(rows[_first(over)]))}: cannot be stored in "
-                             f"unit {plan.time_unit!r} without overflowing int64; use a "
-                             "coarser --time-unit")
+            row = int(rows[_first(over)])
+            raise InputError(f"{_where(plan, col.name, row)}: cannot be stored in unit "
+                             f"{plan.time_unit!r} without overflowing int64; use a coarser "
+                             "--time-unit")
         return _int64_with_nulls(x * factor, valid)
     factor = per // target
     y = np.floor_divide(x, factor)

@@ -17,8 +17,9 @@ shards and manifest are byte-identical to ``runner="local"``, and a failed run
 is finished with ``resume=True``. ``apache_beam`` is imported only here and only
 when a Beam runner is asked for; see docs/scale.md.
 
-SRC (image folders, CSV / Parquet tables) and OUT may also be URLs of a filesystem TensorFlow knows
-(``gs://``, ``ram://``; ``s3://`` with tensorflow-io): the launcher and the
+SRC (image folders, CSV / Parquet tables) and OUT may also be URLs of a
+filesystem TensorFlow knows (``gs://``, ``ram://``; ``s3://`` with
+tensorflow-io): the launcher and the
 workers list, read, upload and rename through `tf.io.gfile`, shards are still
 written under a temporary name and renamed at the commit, and the bytes are the
 local converter's (each shard is encoded into a local temporary file first).
