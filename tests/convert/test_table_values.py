@@ -306,3 +306,43 @@ def test_pipeline_time_transform_refuses_a_finer_stored_unit(tmp_path) -> None:
     with pytest.raises(ConfigError, match=r"features.hour: transform 'time' reads epoch "
                                           r"seconds, but column 'ts' holds timestamp_ms"):
         build_pipeline(config)
+
+
+def test_a_url_parquet_is_read_by_ranges_not_downloaded_whole(tmp_path, monkeypatch) -> None:
+    """A table on a tf.io.gfile URL (ram://): reading one row reads its row group (and
+    the footer), a small part of the file."""
+    import uuid
+
+    import tensorflow as tf
+
+    from tfpipe.convert import table as table_mod
+
+    local = tmp_path / "big.parquet"
+    rng = np.random.default_rng(1)
+    pq.write_table(pa.table({"id": np.arange(20_000), "x": rng.random(20_000),
+                             "s": [f"word{i}" * 3 for i in range(20_000)]}), local,
+                   row_group_size=1000, compression="none")
+    url = f"ram://tfpipe-{uuid.uuid4().hex}/big.parquet"
+    tf.io.gfile.makedirs(url.rsplit("/", 1)[0])
+    tf.io.gfile.copy(str(local), url)
+    source = table_mod.TableSource(url, "parquet")
+    read: list[int] = []
+    plain_read, plain_into = table_mod._GFileReader.read, table_mod._GFileReader.readinto
+
+    def counted_read(self, size=-1):
+        data = plain_read(self, size)
+        read.append(len(data))
+        return data
+
+    def counted_into(self, buffer):
+        n = plain_into(self, buffer)
+        read.append(n)
+        return n
+
+    monkeypatch.setattr(table_mod._GFileReader, "read", counted_read)
+    monkeypatch.setattr(table_mod._GFileReader, "readinto", counted_into)
+    (item,) = source.read_rows(np.array([15_500]))
+    assert item.payload[1]["id"] == 15_500
+    assert 0 < sum(read) < local.stat().st_size / 5
+    tf.io.gfile.rmtree(url.rsplit("/", 1)[0])
+
