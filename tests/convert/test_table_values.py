@@ -345,4 +345,3 @@ def test_a_url_parquet_is_read_by_ranges_not_downloaded_whole(tmp_path, monkeypa
     assert item.payload[1]["id"] == 15_500
     assert 0 < sum(read) < local.stat().st_size / 5
     tf.io.gfile.rmtree(url.rsplit("/", 1)[0])
-
