@@ -345,3 +345,27 @@ def test_a_url_parquet_is_read_by_ranges_not_downloaded_whole(tmp_path, monkeypa
     assert item.payload[1]["id"] == 15_500
     assert 0 < sum(read) < local.stat().st_size / 5
     tf.io.gfile.rmtree(url.rsplit("/", 1)[0])
+
+
+def test_pipeline_reads_a_kept_float64_column_as_the_narrowed_one(floats_table,
+                                                                 tmp_path) -> None:
+    """The tabular pipeline on a --keep-float64 column (int64 bits) gives the transforms
+    the same float32 values as the default conversion (rounded once): same batches."""
+    from tfpipe.config import load_config
+    from tfpipe.pipeline import build_pipeline
+
+    df = pd.read_parquet(floats_table).assign(label=lambda d: d["id"] % 2)
+    df.to_parquet(tmp_path / "t.parquet")
+    features = {"label": "label", "columns": {"x": {"transform": "normalize"},
+                                              "t": {"transform": "passthrough"}}}
+    batches = []
+    for name, keep in (("plain", None), ("kept", "x,t")):
+        convert(tmp_path / "t.parquet", tmp_path / name, workers=1, stats=True,
+                keep_float64=keep)
+        config = load_config({"seed": 1, "data": {"path": str(tmp_path / name)},
+                              "features": features,
+                              "pipeline": {"batch_size": 40, "shuffle_buffer": 1}})
+        feats, label = next(iter(build_pipeline(config)))
+        batches.append({k: v.numpy().tolist() for k, v in feats.items()})
+    assert batches[0] == batches[1]
+    assert sorted(batches[0]["t"]) == sorted(df["t"].to_numpy().astype(np.float32).tolist())

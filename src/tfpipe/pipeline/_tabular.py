@@ -265,6 +265,8 @@ def raw_rows(config: Any, n: int, split: str = "train") -> dict[str, Any]:
     serialized = next(iter(tf.data.TFRecordDataset(t.files, t.compression or "").batch(n)))
     out: dict[str, Any] = {}
     for c, v in tf.io.parse_example(serialized, spec).items():
+        if c in t.float64_bits:  # served as the float32 the transforms take
+            v = float64_bits_as_float32(v)
         if isinstance(v, tf.SparseTensor):
             ragged = tf.RaggedTensor.from_sparse(v)
             fill = "" if v.dtype == tf.string else 0
