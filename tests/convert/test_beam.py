@@ -172,8 +172,9 @@ def test_options_are_checked_before_any_work(folder_src: Path, tmp_path: Path) -
     with pytest.raises(ConfigError, match="nosuch://b/out: TensorFlow has no filesystem for "
                                           "nosuch://"):
         convert(folder_src, "nosuch://b/out", runner="direct")
-    with pytest.raises(InputError, match="a URL source is implemented for image folders only"):
-        convert("ram://t/table.csv", out, runner="direct", format="csv")
+    with pytest.raises(InputError, match="a URL source is implemented for image folders and "
+                                         "csv / parquet tables, not format 'coco'"):
+        convert("ram://t/set.json", out, runner="direct", format="coco")
     with pytest.raises(ConfigError, match="cannot split"):
         convert(folder_src, out, runner="direct", pipeline_options="--temp_location='gs://x")
     assert not out.exists()
@@ -370,4 +371,37 @@ def test_url_out_failed_run_then_rerun_gives_the_local_bytes(folder_copy: Path,
         f.write(original)
     convert(f"{base}/src", out, runner="direct", **settings)
     assert _url_tree(out) == tree_bytes(ref)
+    tf.io.gfile.rmtree(base)
+
+
+@needs_beam
+def test_url_tables_to_url_out_give_the_local_bytes(tmp_path: Path) -> None:
+    """A Parquet (several row groups, read through tf.io.gfile as a seekable file) and
+    a CSV on ram://, converted by the DirectRunner into ram:// OUTs: every file equals
+    the local conversion of the same table."""
+    import uuid
+
+    import pyarrow.csv as pacsv
+    import pyarrow.parquet as pq
+    import tensorflow as tf
+
+    from .test_table_streaming import csv_table, rich_table
+
+    local_src = tmp_path / "src"
+    local_src.mkdir()
+    pq.write_table(rich_table(150), local_src / "rich.parquet", row_group_size=40)
+    pacsv.write_csv(csv_table(150), local_src / "plain.csv")
+    base = f"ram://tfpipe-{uuid.uuid4().hex}"
+    _upload(local_src, f"{base}/src")
+    settings = {"split": "train=0.75,val=0.25", "shard_size": "8KB", "seed": 5}
+    for name in ("rich.parquet", "plain.csv"):
+        local = convert(local_src / name, tmp_path / name, workers=1, **settings)
+        want = tree_bytes(tmp_path / name)
+        assert len([n for n in want if n.endswith(".tfrecord")]) > 2
+        out = f"{base}/{name}-out"
+        manifest = convert(f"{base}/src/{name}", out, runner="direct", **settings)
+        assert _url_tree(out) == want, name
+        assert manifest.dumps() == local.dumps()
+    with pytest.raises(InputError, match="--image-column reads image files beside the table"):
+        convert(f"{base}/src/plain.csv", f"{base}/x", runner="direct", image_column="word")
     tf.io.gfile.rmtree(base)

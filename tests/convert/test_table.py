@@ -24,11 +24,10 @@ def _features(with_tags: bool):
     f = {"image": s, "label": s, "label_id": i, "weight": tf.io.FixedLenFeature([], tf.float32),
          "flag": i, "image/encoded": s, "image/format": s, "image/height": i,
          "image/width": i, "image/filename": s, "image/class/label": i, "image/class/text": s}
+    # note has nulls: var-length in both formats (a CSV's empty field is null, item 6)
+    f["note"] = tf.io.VarLenFeature(tf.string)
     if with_tags:
         f["tags"] = tf.io.VarLenFeature(tf.int64)
-        f["note"] = tf.io.VarLenFeature(tf.string)
-    else:
-        f["note"] = s
     return f
 
 
@@ -42,9 +41,9 @@ def test_table_round_trip(table_src, tmp_path: Path, kind: str) -> None:
     schema = m.schema.to_json()
     assert schema["weight"]["dtype"] == "float32" and schema["flag"]["dtype"] == "int64"
     assert schema["label_id"]["dtype"] == "int64" and schema["label"]["dtype"] == "string"
+    assert schema["note"]["kind"] == "var"  # has nulls: absence stays readable
     if kind == "parquet":
         assert schema["tags"]["kind"] == "var"
-        assert schema["note"]["kind"] == "var"  # has nulls: absence stays readable
     records = read_split(tmp_path / "out", "train", _features(kind == "parquet"))
     assert len(records) == len(table) == m.num_records["train"]
     by_path = {r["image"].decode(): r for r in records}
@@ -58,10 +57,10 @@ def test_table_round_trip(table_src, tmp_path: Path, kind: str) -> None:
         assert rec["weight"] == np.float32(row["weight"])
         assert m.class_names[rec["image/class/label"]] == row["label"]
         assert rec["image/class/text"].decode() == row["label"]
+        assert [v.decode() for v in rec["note"]] == ([] if not row["note"]  # None, or CSV ""
+                                                      else [row["note"]])
         if kind == "parquet":
             assert rec["tags"].tolist() == row["tags"]
-            assert [v.decode() for v in rec["note"]] == ([] if row["note"] is None
-                                                          else [row["note"]])
 
 
 def test_table_without_images_keeps_columns(tmp_path: Path) -> None:

@@ -6,7 +6,13 @@ Two independent checks:
   statistics.json, TFDS metadata) equals what the converter produced BEFORE it
   streamed (it read the whole table and held every row in Python). GOLDEN was
   computed once with that code (branch `tabstats`, commit 8ccea30) by running
-  `PYTHONPATH=src python tests/convert/test_table_streaming.py` there;
+  `PYTHONPATH=src python tests/convert/test_table_streaming.py` there, then
+  recomputed for issue #26's value rules (branch `tabconv`): dates/timestamps as
+  int64 epoch seconds, a null inside a list dropped instead of written "None", a
+  CSV's empty field null, the manifest's new source settings and the statistics
+  of the now-numeric time columns. Every other column's bytes are unchanged: the
+  same tables without `day`, `ts`, `names` (and the CSV's `word`) give shards
+  byte-identical to the converter before that change;
 - oracle: the shards decoded with the protobuf classes (tf.train.Example)
   equal the table read by pandas, row by row, in the plan's order.
 """
@@ -127,61 +133,63 @@ def convert_all(inputs: dict[str, Path], out_root: Path, names: list[str]) -> di
 GOLDEN: dict[str, dict[str, str]] = {
     'csv-stats': {
         'dataset_info.json':
-            '0f302f7989cad2b0fc316ddcf85645b7363e9062f5b2e38ac5ee5c9eae2b8d04',
+            '44181732659bf1276a16da4865e6c090ef95dcb43e41957edb9a5d2b84aad909',
         'features.json':
-            '0f805aa9e6a98199398cdfff1d9d9e9420562c132a210261272a51256d11c309',
+            '9f0924b949286944c6eb5d85df83fcd1d5bc5efd4a629d4a2aa2f513baa658b6',
         'manifest.json':
-            '39b955f622c5f0a210fd78b503973fd501021df55cbc93932bfe1fd1d9edccc6',
+            '60cca623ed7fe64e4aa17fadd41ab88819fbc013e481b7ebcf935d53fb493d54',
         'statistics.json':
-            'cb3cd0a241b31c9db6ee7380c040f3158d8b5cb4479b746d8216c09d37e69746',
+            'eb50d6e6f5c4439c41012ae10d7ace5c2a0322fd706fbee49cdf041d54243ab8',
         'train-00000-of-00013.tfrecord':
-            'd875150af208d21a519ebf0a0e6ae6309e0714f8e8768d687606eff4df522302',
+            '4c5ae2408f1658aa0685a48e6163e62e465abf2a4ec5afaf7b101a9cb72da71f',
         'train-00001-of-00013.tfrecord':
-            'ebce7837a573c0d46352d9af1acca98ccab71202f31f8fadc961e0ac9a37529f',
+            '4861411ff98962a129b5bcd22cb6b463575bfeda532945b664f9b5d49b5b0165',
         'train-00002-of-00013.tfrecord':
-            '4a770493cf76fadb48872df867fa7acab62be33d5a711981a5ab01d0f2fb46e5',
+            '663edff7e942094bc1a332e19baee37af00f6be7ecf3279f8bd7cb37c34808fd',
         'train-00003-of-00013.tfrecord':
-            '3888b6226c14e7dec207e77c6c4fa1e015be9ab0d97980f9def3c9897d22dd40',
+            '6fe9c9e3bd6b254a3ce868157bf5ce5bc815d470d88c39b702005ee59766acd0',
         'train-00004-of-00013.tfrecord':
-            '88544ce1ed702eb3d4b9d7b1957dc22037b285de4a7b1464decdea96905cb422',
+            '86309d69dc2c1261bf10d233e3a25b6e44ed79af3d719edac65d1129576f0eee',
         'train-00005-of-00013.tfrecord':
-            'ff95f68f7555c7fd0922ea8f594422d48719da827998ff65615352c23d744656',
+            'f18fb132324ed48610cfa4ffe90b5f224b6037bd6d4f5bf73b86794942e48a2b',
         'train-00006-of-00013.tfrecord':
-            '3ef4ef9c24ad8d9429e6d8ba4f486b69092b2fc2d70e6668561bedf40be818ba',
+            '392b810bd0b5f78a0ab8877004bfd7ea772a85087cd3d1908d08337e7d044df3',
         'train-00007-of-00013.tfrecord':
-            '90ad42c07effacbefd2dba966f684bdd6f787473e3bd45fd0c73355ae0cd46e2',
+            '906086f787c57bb7766925fefe0b665b3e846a384653839776d0f55ac502900d',
         'train-00008-of-00013.tfrecord':
-            '77864150d7af25f70aac9d828dac401de8af3205f6140e92870ea8784738ae76',
+            'b989d3022908b9d423123bde6906ebb9a09b7b079dd04ee8c3219cc73384ffc1',
         'train-00009-of-00013.tfrecord':
-            '5eb34c15202828c2b51a71b5d7b88fbaef47b2d7fecd9a533bf583081ffd464c',
+            '89f57db1f3fc11b34459c29dbad51704bc905b02a4ca10637f2ebd220c20ace2',
         'train-00010-of-00013.tfrecord':
-            '33dc3f7226759d53d2443a517069711abd3a112000e83765926cbe7f903b9dfd',
+            '33df066784482651f76c96ca502854fb79806bd78a783110f99cf30b0adface1',
         'train-00011-of-00013.tfrecord':
-            '66130888ccaba7d0cdbc724f1ff8b285a8eb6ee1e3b48246c9568105b52c0b84',
+            'ad1f0040eb860f5272148f8a5748ffdb3b90956482c9f64caaecfb2da0a9e780',
         'train-00012-of-00013.tfrecord':
-            '8015b6bec1a7f442e3f38ce11a604cbdc7fecad9539b31f8aaf1bbb64b0a11d3',
+            '0af0c92c880fd5689f29eb143f8237434cb9182961ea2795f8930448223ce27c',
         'val-00000-of-00004.tfrecord':
-            'e8670e77ea24b9986c47080aa7cd4fed1b93478882859194d3762fbd15c1c5ae',
+            '5da67dfd3157dee860fa092208bc29db99a22e05b86a90164aa53491324475fe',
         'val-00001-of-00004.tfrecord':
-            'ab0d9c19d3295e5d7bf247f13730012e4c8152fb61f04e50f4bd24c5778e48dc',
+            'd3c7bcccded3963fdb585e63f2c239d337a27646bc91189f39ae13de8cd08702',
         'val-00002-of-00004.tfrecord':
-            'acdf9a59f6f74d0d0d9683c762fcb5f90c0712ed30453d10129ca883d17a96f1',
+            'ce6b82d3cf8f4d361cbd6626433467358498568837648034aa73f5087407e7fd',
         'val-00003-of-00004.tfrecord':
-            '1f656f023efb4b97103857ff7c9e8ccccf63fffcfcf5b70041111af18f9f26e3',
+            '0e4ed044cb993ff86d29ec8c5513b4d6c50394bdf85b572ec9b5341e28a71d4a',
     },
     'img-csv': {
         'dataset_info.json':
-            '479fe87c3db0dec9dcd9965c1a7f83112e2ea4bee59e3c4561e7aa511433f2cc',
+            '3da0caa66d40e93d05afdcf7264863a1ffd2a7df7103f4dcd0636470e0d5fab1',
         'features.json':
-            '945b15b7968ae3f24f6bb9933854ed8ec479f69c17ef26b40cbfec3b2f88e6cc',
+            'd02d7d8374731a9a7271684aa94a96d62f2ce0784e32844fd7d3fe318ecd914d',
+        'image.class.label.labels.txt':
+            '1524e5d0d84de4991ad3ecb46b0143c3d4e5074fb0628c319ed4fca309a8daf8',
         'manifest.json':
-            'b301d290284aaee6c8045300f6c5a4ef1d95934fa38f747b19389c1667830db6',
+            '5f5486106070318abdab408041ba63c9a10d3a46c3249263f15947f98ea9d09a',
         'train-00000-of-00003.tfrecord':
-            '2e22aac5d69410999a93ab9b7eaa249f663261b39843c9af49177d0dda9375e8',
+            'f8fd47785ad022903c3c2c9e1b7179a3e14c8d2819332883e5f41c2295f94795',
         'train-00001-of-00003.tfrecord':
-            '670db2e910e98ad3592709a9edf8c208f10da284571697a332f10ec32948b95f',
+            'cd883f46fcb1f3ed1b625ea55f27e12ba13109eb59570d7f5af16003a73c5a5a',
         'train-00002-of-00003.tfrecord':
-            'de888715e02e1f194f55755f509018275fac1a5ed9edce734f213deaa51caeb4',
+            '8abed1c9f37ff61fadbd4e863a27da3d3533a8aa01804c73b3cd726179151e61',
     },
     'img-parquet': {
         'dataset_info.json':
@@ -191,7 +199,7 @@ GOLDEN: dict[str, dict[str, str]] = {
         'image.class.label.labels.txt':
             '1524e5d0d84de4991ad3ecb46b0143c3d4e5074fb0628c319ed4fca309a8daf8',
         'manifest.json':
-            '01ee56e4847ab8b4766fcdd4806fb6b28af855c9bab6fed244a7e7946be70391',
+            'fb3d6feac338a114327fb9f0d049cb753b68e69d3f6cbdf7e4be86403d5baa63',
         'train-00000-of-00001.tfrecord':
             '16b1d1bdae98b09bd1ab235bd0f35760a4e81d5ae0f78a06e6c1ac3c2a6bab6b',
         'val-00000-of-00002.tfrecord':
@@ -201,45 +209,45 @@ GOLDEN: dict[str, dict[str, str]] = {
     },
     'parquet-gzip': {
         'manifest.json':
-            '295ec65d1fe27205f755b3c545438edea0d16b31d3a3b2c1d14b28866cdd74a1',
+            '503a6dd4aeb33ac78f549fa3afec0401349835b1fd197f090fcc98def724fae9',
         'train-00000-of-00004.tfrecord.gz':
-            '40cd1e1d58b4c55e2ed8cdf5ddd5e460222f2cafd56ae6e41c21414585b4cd8f',
+            '52dd5183fbd07fcf271ca4954912e281665479338600c2a8a0cbef78468dee2e',
         'train-00001-of-00004.tfrecord.gz':
-            'c0648016fbbfab5fd0569fa11de53576872d0ce697337158c057d6fa90a54952',
+            'df9f00d6d1104d6176c7188af81ba3432ca19b49b0cd1d3887eac8e495acc449',
         'train-00002-of-00004.tfrecord.gz':
-            '61e9c1f955f270e14a2ef65dac0498851806c85162ea447f68c0b78d6a247f46',
+            'edd6a840612f98be328cc5e20bc2926d9aea78e5ab7e9eb83db13da656b09500',
         'train-00003-of-00004.tfrecord.gz':
-            '7d14686d88b100698f367f4f0cecd077eb270e7a1929323fef3418e7c316350f',
+            '9f1221b5fe8db3e395754da437f7abed018367e19a94cba8160633abde3db00a',
     },
     'parquet-stats': {
         'dataset_info.json':
-            '8eb8851888fb95e3c1768ca9710e410600b1a7a3c91975bc982ec6571f8bad71',
+            'de0df620e4bf63b2ae152671f18e3b49032d4c89d1fd4a59a4d53efc5fab8303',
         'features.json':
-            '824b51baadb141cd06af59b51297465e66d2114b76945fb5697fb45bc9e26713',
+            'bf3380ecff16449dbd3f8d64c8278e363a4c57e127ec9156e0b8954234137d76',
         'manifest.json':
-            '3815d5fc08177db0a579cd4601baf30138035f0add34ca0b90e4430651f8adbc',
+            '73471eda7a19885c305dd9b94914b119558cb15b602dc371def947b398af3b06',
         'statistics.json':
-            '37687c4ab5ef1ae2fd98936a16ef86fd8dc49ef1321e1066b2c627804a8955a9',
+            '16250807d2389fa9aeba7041cf2e514f902016bbf583c24c4cd54290962fa116',
         'train-00000-of-00007.tfrecord':
-            'b64b67e3913920a79d4b9f1ae53542581ed7b1c36bbc8b8ebc0186e550942be1',
+            'd87c5206be56ba84d3b1a10d1939806a5b7673c70cc627a8d7b882069edbc7aa',
         'train-00001-of-00007.tfrecord':
-            '55227096aa83f05cedba78e2aea771fbb340db454b5f2894ce0eb223275770f1',
+            '66824bcbc1049f39f982223521b41fa78b3b08dd3cf304885f3e2cf63ac07971',
         'train-00002-of-00007.tfrecord':
-            '2be79bd11e96a9fb666d4c460c715bd9b34b807dbf38da67a7c3772a40b7ad9c',
+            'fd67513511c78b5af1ee9ac89e91fcd9187e861634eaf7b2efbd1d453117fecb',
         'train-00003-of-00007.tfrecord':
-            '756a5f1135894fdab1454f1ea42e04ae62792bf21a045d28c5eef9cd923929d6',
+            'e78fea8f319465b90b85eb0baf68bd535892b2f18012c2cc78f358690496608b',
         'train-00004-of-00007.tfrecord':
-            '452fdd0be747f485930f513324f9f04e654f94aa7790571d12ff2896781df2e0',
+            'fb56cf4ce86efc520b228519c85ebe84194646574b6c80e3563607f0951d56ac',
         'train-00005-of-00007.tfrecord':
-            '51b600a0270419d6725343bd0522cdfed94cbbd575450432d5bcad74e772df7a',
+            '3f039021b72e3e1bfe32f3f469e01431649e90d05f3faaa915bc664e98005274',
         'train-00006-of-00007.tfrecord':
-            '61be0863b296ce83d16d5615efde00742ccb003787eadf3255ed367f4368e198',
+            '74b441f602e1086591332f59517ec3bbd207a562012809271a9d996f980ced56',
         'val-00000-of-00003.tfrecord':
-            'd85666e999209685a17443129763ec6f0ac8dbf3f73213e0bd293e49d4a4b7f5',
+            '3209b6767a791bca07e481f3435f1c7fa549d3e0adcd8e52c4aa198dd1707054',
         'val-00001-of-00003.tfrecord':
-            'a45cace0426fca32ddfcfb259135fe6e4cf72ce30418e1ddb20b8856885991c4',
+            '63cdcedcf4999b313a7a4656976bb7b7cf108fde7669fbb9d105785d50e0fb4d',
         'val-00002-of-00003.tfrecord':
-            'c5811e607babfdc9f4806bd0266e0cb147655cf78f5f04e7ee3e2f512de1d937',
+            'bf2b6491826d621c1fbdaccf01898c0de4d2d851b0e9377aad4b52235b3c9a45',
     },
 }
 
@@ -377,12 +385,14 @@ def test_shards_decoded_by_protobuf_equal_pandas_in_plan_order(converted, inputs
             assert floats("ratio") == [np.float32(row["ratio"])]
             assert text("word") == ([] if pd.isna(row["word"]) else [row["word"].encode()])
             assert text("cat") == [row["cat"].encode()] and text("blob") == [row["blob"]]
-            assert text("day") == [row["day"].isoformat().encode()]
-            assert text("ts") == ([] if pd.isna(row["ts"]) else
-                                  [row["ts"].to_pydatetime().isoformat().encode()])
+            # Dates and timestamps: int64 epoch seconds, UTC (issue #26 item 5).
+            day = row["day"]
+            assert ints("day") == [(day - dt.date(1970, 1, 1)).days * 86_400]
+            assert ints("ts") == ([] if pd.isna(row["ts"]) else
+                                  [int(row["ts"].value // 10**9)])
             assert ints("tags") == ([] if row["tags"] is None else list(row["tags"]))
-            # A null inside a list of strings is written as the text "None" (as before).
-            assert text("names") == [b"None" if v is None else v.encode() for v in row["names"]]
+            # A null inside a list is dropped (list_nulls=drop-element, item 3).
+            assert text("names") == [v.encode() for v in row["names"] if v is not None]
             assert floats("vec") == [np.float32(v) for v in row["vec"]]
         seen += len(records)
     assert seen == len(df) == sum(s["num_records"] for split in manifest["splits"].values()
@@ -470,6 +480,57 @@ def test_equal_order_hashes_fall_back_to_the_key_text_like_python_sort() -> None
     _break_ties(members, order_hash, rows)
     want = sorted(range(5), key=lambda m: (order_hash[m], f"row:{rows[m]}"))
     assert members.tolist() == want == [2, 1, 3, 0, 4]  # row:10 < row:100 < row:9
+
+
+# sha256[:16] of the shards the converter wrote BEFORE issue #26's value rules (main at
+# f6b35c0) for the rich tables without the columns those rules change (day, ts, names;
+# the CSV's word, which holds ""): every other column's bytes must not change.
+PRE_FIX_SHARDS: dict[str, dict[str, str]] = {
+    'r.parquet': {
+        'train-00000-of-00007.tfrecord': '07365cc4d3291788',
+        'train-00001-of-00007.tfrecord': 'b4630800edc360e6',
+        'train-00002-of-00007.tfrecord': 'ded1fcba0f1bcc4d',
+        'train-00003-of-00007.tfrecord': '74069ce217b7a751',
+        'train-00004-of-00007.tfrecord': 'ff449ea964c2c97c',
+        'train-00005-of-00007.tfrecord': '6940a8317d74a083',
+        'train-00006-of-00007.tfrecord': '1c8b5d3a63b7b801',
+        'val-00000-of-00003.tfrecord': '8c486cb73f355aef',
+        'val-00001-of-00003.tfrecord': 'fbf31a9bc2f73e84',
+        'val-00002-of-00003.tfrecord': '5b94fdc0cee4e105',
+    },
+    'p.csv': {
+        'train-00000-of-00012.tfrecord': '930b56b8454deb59',
+        'train-00001-of-00012.tfrecord': '9dfc0cd5fbb44cd4',
+        'train-00002-of-00012.tfrecord': 'f7ac95f75b5e8096',
+        'train-00003-of-00012.tfrecord': 'e41df494e05b37c2',
+        'train-00004-of-00012.tfrecord': 'e0d65248fb154c29',
+        'train-00005-of-00012.tfrecord': 'bd92ce0391286c7f',
+        'train-00006-of-00012.tfrecord': 'a0283392a6347879',
+        'train-00007-of-00012.tfrecord': 'bc3ff9271e1a3335',
+        'train-00008-of-00012.tfrecord': '91919cc8db4740e2',
+        'train-00009-of-00012.tfrecord': 'a3957562955430be',
+        'train-00010-of-00012.tfrecord': 'e46f72de753cb627',
+        'train-00011-of-00012.tfrecord': '6d220c5cf45fede1',
+        'val-00000-of-00003.tfrecord': '7c4d33631f23cb0d',
+        'val-00001-of-00003.tfrecord': '87081711f1405abd',
+        'val-00002-of-00003.tfrecord': '8a18967c6cb56809',
+    },
+}
+
+
+def test_columns_the_value_rules_leave_alone_keep_their_pre_fix_bytes(tmp_path: Path) -> None:
+    from tfpipe.convert import convert
+
+    pq.write_table(rich_table().drop_columns(["day", "ts", "names"]), tmp_path / "r.parquet",
+                   row_group_size=250)
+    pacsv.write_csv(csv_table().drop_columns(["day", "ts", "word"]), tmp_path / "p.csv")
+    for src, kw in [("r.parquet", dict(split="train=0.7,val=0.3", shard_size="40KB", seed=7)),
+                    ("p.csv", dict(split="train=0.8,val=0.2", shard_size="20KB", seed=1))]:
+        out = tmp_path / ("out-" + src)
+        convert(tmp_path / src, out, workers=1, **kw)
+        got = {p.name: hashlib.sha256(p.read_bytes()).hexdigest()[:16]
+               for p in sorted(out.glob("*.tfrecord"))}
+        assert got == PRE_FIX_SHARDS[src], src
 
 
 if __name__ == "__main__":  # print GOLDEN for the converter of this checkout

@@ -120,6 +120,17 @@ def test_eval_cache_in_memory_gives_the_same_batches(data):
     assert digests(cached) == plain == digests(cached)
 
 
+def test_a_nullable_label_error_says_the_convert_fix(data):
+    # issue #26 item 9; before: "... must hold one int64 or float32 value per row (it
+    # is int64, var); nulls are not allowed in the label", with no way out named
+    nullable = dict(SMALL, label="user_age",
+                    columns={k: v for k, v in SMALL["columns"].items() if k != "age"})
+    with pytest.raises(ConfigError, match=r"features.label: column 'user_age' has rows without "
+                                          r"a value .*reconvert with `tfpipe convert TABLE OUT "
+                                          r"--label-column user_age`, which skips the rows"):
+        build_pipeline(load_config({"data": {"path": data}, "features": nullable}))
+
+
 def test_build_errors_name_column_transform_and_statistics_file(data, tmp_path):
     bad = dict(CTR_FEATURES, columns={"x": {"transform": "normalize", "column": "nope"}})
     c = load_config({"data": {"path": data}, "features": bad})

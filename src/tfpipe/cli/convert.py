@@ -55,12 +55,24 @@ from tfpipe.cli._console import console, progress, table, text
               help="--stats: vocabulary size per categorical column.")
 @click.option("--stats-quantiles", type=click.IntRange(min=2), default=100, show_default=True,
               help="--stats: quantile bins per numeric column.")
+@click.option("--list-nulls", type=click.Choice(["drop-element", "drop-row", "error"]),
+              default="drop-element", show_default=True,
+              help="csv/parquet: a null inside a list column: drop that value, skip the "
+                   "row (listed in the manifest), or stop.")
+@click.option("--keep-float64", default=None, metavar="COL,...|all",
+              help="csv/parquet: store these float64 columns exactly (their bits in an "
+                   "int64, schema encoding float64_bits) instead of as float32.")
+@click.option("--time-unit", type=click.Choice(["s", "ms", "us", "ns"]), default="s",
+              show_default=True,
+              help="csv/parquet: unit of the int64 epoch (UTC) that timestamps and dates are "
+                   "stored as; the `time` transform reads seconds.")
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON summary.")
 def command(src: str, out: str, fmt: str, split: str | None, shard_size: str,
             compression: str, workers: int | None, on_error: str, resume: bool, seed: int,
             image_column: str | None, label_column: str | None, images_dir: str | None,
             invalid_boxes: str, runner: str, pipeline_options: str | None,
-            stats: bool, stats_top_k: int, stats_quantiles: int, as_json: bool) -> None:
+            stats: bool, stats_top_k: int, stats_quantiles: int, list_nulls: str,
+            keep_float64: str | None, time_unit: str, as_json: bool) -> None:
     """Convert SRC (image folder, CSV, Parquet or COCO JSON) into shards under OUT.
 
     A failed run (a bad input under --on-error raise, Ctrl-C, a crash) leaves
@@ -78,7 +90,8 @@ def command(src: str, out: str, fmt: str, split: str | None, shard_size: str,
                                invalid_boxes=invalid_boxes, progress=update,
                                runner=runner, pipeline_options=pipeline_options,
                                stats=stats, stats_top_k=stats_top_k,
-                               stats_quantiles=stats_quantiles)
+                               stats_quantiles=stats_quantiles, list_nulls=list_nulls,
+                               keep_float64=keep_float64, time_unit=time_unit)
     except TfpipeError as exc:
         click.echo(f"error: {exc}", err=True)  # unwrapped: scripts grep it
         sys.exit(1)
@@ -102,6 +115,15 @@ def command(src: str, out: str, fmt: str, split: str | None, shard_size: str,
             b = row["boxes"]
             con.print(text(f"{name}: {b.get('boxes', 0)} boxes kept, {b.get('boxes_clipped', 0)} "
                            f"clipped, {b.get('boxes_dropped', 0)} dropped"))
+    table_notes = summary.get("table", {})
+    for key, what in (("list_null_elements_dropped", "null list elements dropped"),
+                      ("list_null_rows_dropped", "rows skipped for a null inside a list")):
+        for col, n in table_notes.get(key, {}).items():
+            con.print(text(f"{col}: {n:,} {what} (--list-nulls)"))
+    for col, n in table_notes.get("narrowed", {}).items():
+        con.print(text(f"{col}: {n['rows']:,} values narrowed (largest error "
+                       f"{n['max_abs_error']:.3g}, relative {n['max_rel_error']:.3g}; "
+                       "--keep-float64 / --time-unit keep them exact)"))
     for name, skipped in summary["skipped"].items():
         for s in skipped[:5]:
             con.print(text(f"skipped ({name}): {s['input']}: {s['reason']}"))

@@ -20,6 +20,7 @@ from tfpipe.convert._source import Source
 from tfpipe.convert._tfds import write_tfds_metadata
 from tfpipe.convert.beam import RUNNERS, check_paths, is_url, pipeline_flags, run_beam, url_source
 from tfpipe.convert._summary import conversion_summary
+from tfpipe.convert._table_normalize import LIST_NULLS, TIME_UNITS, parse_keep_float64
 from tfpipe.convert._table_stats import attach_statistics, check_stats_request, local_statistics
 from tfpipe.convert.coco import BOX_POLICIES, CocoSource, looks_like_coco
 from tfpipe.convert.folder import FolderSource
@@ -30,8 +31,9 @@ from tfpipe.records.framing import normalize_compression
 
 FORMATS = ("auto", "folder", "csv", "parquet", "coco")
 
-__all__ = ["BOX_POLICIES", "FORMATS", "ON_ERROR", "RUNNERS", "conversion_summary", "convert",
-           "detect_format", "make_source", "parse_split", "write_tfds_metadata"]
+__all__ = ["BOX_POLICIES", "FORMATS", "LIST_NULLS", "ON_ERROR", "RUNNERS", "TIME_UNITS",
+           "conversion_summary", "convert", "detect_format", "make_source", "parse_split",
+           "parse_keep_float64", "write_tfds_metadata"]
 
 
 def detect_format(src: str | os.PathLike[str]) -> str:
@@ -56,7 +58,9 @@ def detect_format(src: str | os.PathLike[str]) -> str:
 def make_source(src: str | os.PathLike[str], format: str = "auto", *,
                 image_column: str | None = None, label_column: str | None = None,
                 images: str | os.PathLike[str] | None = None,
-                invalid_boxes: str = "clip") -> Source:
+                invalid_boxes: str = "clip", list_nulls: str = "drop-element",
+                keep_float64: str | Sequence[str] | None = None,
+                time_unit: str = "s") -> Source:
     """The converter source for `src` (see `convert` for the arguments)."""
     if format not in FORMATS:
         raise ConfigError(f"format must be one of {', '.join(FORMATS)}, got {format!r}")
@@ -67,12 +71,18 @@ def make_source(src: str | os.PathLike[str], format: str = "auto", *,
     if format not in ("csv", "parquet") and (image_column or label_column):
         raise ConfigError(f"image_column / label_column apply to csv and parquet, "
                           f"not {format!r}")
+    if format not in ("csv", "parquet") and (keep_float64 or list_nulls != "drop-element"
+                                             or time_unit != "s"):
+        raise ConfigError(f"list_nulls / keep_float64 / time_unit apply to csv and parquet, "
+                          f"not {format!r}")
     if format == "folder":
         return FolderSource(src)
     if format in ("csv", "parquet"):
-        if not Path(src).is_file():
+        if not is_url(src) and not Path(src).is_file():
             raise InputError(f"{src}: not a file (format {format!r} reads one table file)")
-        return TableSource(src, format, image_column=image_column, label_column=label_column)
+        return TableSource(src, format, image_column=image_column, label_column=label_column,
+                           list_nulls=list_nulls, keep_float64=parse_keep_float64(keep_float64),
+                           time_unit=time_unit)
     return CocoSource(src, images=None if images is None else os.fspath(images),
                       invalid_boxes=invalid_boxes)
 
@@ -98,7 +108,9 @@ def convert(src: str | os.PathLike[str], out: str | os.PathLike[str], *,
             images: str | os.PathLike[str] | None = None, invalid_boxes: str = "clip",
             progress: Callable[[int, int], None] | None = None, runner: str = "local",
             pipeline_options: str | Sequence[str] | None = None, stats: bool = False,
-            stats_top_k: int = 10_000, stats_quantiles: int = 100) -> Manifest:
+            stats_top_k: int = 10_000, stats_quantiles: int = 100,
+            list_nulls: str = "drop-element", keep_float64: str | Sequence[str] | None = None,
+            time_unit: str = "s") -> Manifest:
     """Convert `src` into shards + manifest.json under `out`; return the manifest.
 
     - format: auto | folder | csv | parquet | coco.
@@ -123,6 +135,13 @@ def convert(src: str | os.PathLike[str], out: str | os.PathLike[str], *,
       manifest's settings.statistics; stats_top_k / stats_quantiles: vocabulary
       size and number of quantile bins (docs/tabular.md). On a Beam runner they
       are computed by a Beam combiner.
+    - list_nulls (tables): a null inside a list column: "drop-element" (the list keeps
+      its other values), "drop-row" (the row is skipped, listed in the manifest) or
+      "error". keep_float64 (tables): float64 columns ("a,b", a list, or "all") stored
+      exactly as their bit pattern in int64 (schema encoding "float64_bits") instead of
+      float32; the narrowing of the others is in the manifest (source.normalized).
+      time_unit (tables): s | ms | us | ns of the int64 epoch that timestamps and dates
+      are stored as (the `time` transform reads seconds). docs/convert.md "Tables".
     """
     if on_error not in ON_ERROR:
         raise ConfigError(f"on_error must be one of {', '.join(ON_ERROR)}, got {on_error!r}")
@@ -146,16 +165,22 @@ def convert(src: str | os.PathLike[str], out: str | os.PathLike[str], *,
             raise ConfigError(f"workers applies to runner 'local'; runner {runner!r} takes "
                               "its parallelism from pipeline_options (e.g. "
                               "--direct_num_workers=2, --max_num_workers=50)")
-    check_paths(runner, src, out, images=images, fmt=format)  # URLs: Beam + folders only
+    check_paths(runner, src, out, images=images, fmt=format)  # URLs: Beam; folders and tables
 
+    table = dict(list_nulls=list_nulls, keep_float64=keep_float64, time_unit=time_unit)
     if is_url(src):
-        source = url_source(os.fspath(src))
+        source = url_source(os.fspath(src), format, image_column=image_column,
+                            label_column=label_column, **table)
     else:
         source = make_source(src, format, image_column=image_column,
                              label_column=label_column, images=images,
-                             invalid_boxes=invalid_boxes)
+                             invalid_boxes=invalid_boxes, **table)
     if stats:
         check_stats_request(source, ratios)
+        if is_url(out):
+            raise ConfigError(f"stats: statistics.json is written beside a local OUT only, not "
+                              f"{os.fspath(out)}; convert into a local path or a mounted share, "
+                              "or compute them later with tfpipe.features.compute_statistics")
     enumeration = source.enumerate()
     # Under on_error="raise", inputs found bad here are reported together with
     # those found while writing (execute), so one run names every bad input.

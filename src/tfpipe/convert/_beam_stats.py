@@ -22,6 +22,8 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from tfpipe.convert._plan import Plan, canonical_json
 from tfpipe.convert._table_stats import STATS_SPLIT, stats_columns, train_rows
 from tfpipe.convert.beam import _bytes_hook, _import_beam, run_to_done
@@ -107,14 +109,19 @@ def beam_statistics(source: TableSource, plan: Plan, out: str, *, runner: str,
     work.mkdir(parents=True)
     columns = stats_columns(source)
     # The settings and skipped columns the local runner records for the same table.
-    reference = compute_statistics(source.arrow_schema.empty_table(), columns=columns,
+    reference = compute_statistics(source.stats_schema.empty_table(), columns=columns,
                                    top_k=top_k, num_quantiles=num_quantiles)
-    template = TableAccumulator.for_schema(source.arrow_schema, columns)
+    template = TableAccumulator.for_schema(source.stats_schema, columns)
     # Train rows in table order, read a chunk at a time (never all at once).
     train = train_rows(plan)
+    bits = source.float64_bits_columns  # statistics of their float64 values
     chunks = 0
     for start in range(0, len(train), chunk_rows):
         rows = [item.payload[1] for item in source.read_rows(train[start:start + chunk_rows])]
+        for row in rows:
+            for name in bits:
+                if isinstance(row[name], int):
+                    row[name] = float(np.int64(row[name]).view(np.float64))
         _chunk_path(out_path, chunks).write_text(canonical_json(rows) + "\n")
         chunks += 1
     job = _StatsJob(str(out_path), template, top_k, num_quantiles, STATS_SPLIT,

@@ -11,7 +11,9 @@ from tfpipe.records import Manifest
 def conversion_summary(manifest: Manifest, out: str | os.PathLike[str] | None = None
                        ) -> dict[str, Any]:
     """Per split: records, shards, bytes, inputs skipped (and box counts for
-    detection sets); the class names; every skipped input with its reason."""
+    detection sets); the class names; every skipped input with its reason; for a
+    table, what storing its values changed ("table": nulls dropped from lists,
+    float64 / time columns narrowed, with their largest error)."""
     stats = manifest.settings.get("stats", {})
     summary: dict[str, Any] = {} if out is None else {"out": os.fspath(out)}
     summary.update({
@@ -23,4 +25,8 @@ def conversion_summary(manifest: Manifest, out: str | os.PathLike[str] | None = 
         "skipped": {name: [s.to_json() for s in info.skipped]
                     for name, info in manifest.splits.items() if info.skipped},
     })
+    # tables: what storing the values changed, per column (docs/convert.md "Tables")
+    normalized = (manifest.source or {}).get("normalized")
+    if normalized:
+        summary["table"] = normalized
     return summary

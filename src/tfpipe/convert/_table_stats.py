@@ -10,6 +10,7 @@ after the shards and the manifest, which then records its hash.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from pathlib import Path
 from typing import Any
@@ -51,13 +52,16 @@ def stats_columns(source: TableSource) -> list[str]:
 
 def local_statistics(source: TableSource, plan: Plan, *, top_k: int = 10_000,
                      num_quantiles: int = 100) -> Statistics:
-    """Stream the table file, counting the plan's train rows only."""
+    """Stream the table's normalized batches (the values the records hold: a CSV's
+    empty field missing, timestamps int64), counting the plan's train rows only."""
     mask = np.zeros(source.num_rows, dtype=bool)
     mask[train_rows(plan)] = True
-    return compute_statistics(source.path, columns=stats_columns(source), top_k=top_k,
-                              num_quantiles=num_quantiles,
-                              select=lambda start, stop: mask[start:stop],
-                              split=STATS_SPLIT, column_types=source.arrow_schema)
+    stats = compute_statistics(source.stats_batches(), columns=stats_columns(source),
+                               top_k=top_k, num_quantiles=num_quantiles,
+                               select=lambda start, stop: mask[start:stop],
+                               split=STATS_SPLIT)
+    # the file's name, as compute_statistics records it for a path
+    return dataclasses.replace(stats, source=source.display)
 
 
 def attach_statistics(out: str | os.PathLike[str], stats: Statistics) -> Manifest:

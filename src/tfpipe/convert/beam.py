@@ -17,8 +17,9 @@ shards and manifest are byte-identical to ``runner="local"``, and a failed run
 is finished with ``resume=True``. ``apache_beam`` is imported only here and only
 when a Beam runner is asked for; see docs/scale.md.
 
-SRC (image folders) and OUT may also be URLs of a filesystem TensorFlow knows
-(``gs://``, ``ram://``; ``s3://`` with tensorflow-io): the launcher and the
+SRC (image folders, CSV / Parquet tables) and OUT may also be URLs of a
+filesystem TensorFlow knows (``gs://``, ``ram://``; ``s3://`` with
+tensorflow-io): the launcher and the
 workers list, read, upload and rename through `tf.io.gfile`, shards are still
 written under a temporary name and renamed at the commit, and the bytes are the
 local converter's (each shard is encoded into a local temporary file first).
@@ -149,9 +150,10 @@ def check_paths(runner: str, *paths: str | os.PathLike[str], images: Any = None,
         raise InputError(f"{urls[0]}: runner 'local' reads and writes local (POSIX) paths; "
                          "URLs (gs://, s3://, ram://) need a Beam runner (docs/scale.md)")
     src = os.fspath(paths[0])
-    if is_url(src) and fmt not in ("auto", "folder"):
-        raise InputError(f"{src}: a URL source is implemented for image folders only, not "
-                         f"format {fmt!r}; copy the file to a local path or a mounted share")
+    if is_url(src) and fmt not in ("auto", "folder", "csv", "parquet"):
+        raise InputError(f"{src}: a URL source is implemented for image folders and csv / "
+                         f"parquet tables, not format {fmt!r}; copy the file to a local path "
+                         "or a mounted share")
     for url in urls:
         check_url(url)
 
@@ -219,10 +221,30 @@ def _tf_reason(exc: BaseException) -> str:
     return (getattr(exc, "message", None) or str(exc)).splitlines()[0]
 
 
-def url_source(src: str) -> Source:
-    """The source for a URL `src` (image folders only: check_paths said so)."""
+TABLE_SUFFIXES = {".csv": "csv", ".parquet": "parquet", ".pq": "parquet"}
+
+
+def url_source(src: str, fmt: str = "auto", *, image_column: str | None = None,
+               label_column: str | None = None, **table: Any) -> Source:
+    """The source for a URL `src`: an image folder, or a CSV / Parquet table read
+    through tf.io.gfile (by suffix under format "auto")."""
     check_url(src)
-    return UrlFolderSource(src)
+    if fmt == "auto":
+        suffix = posixpath.splitext(src.rstrip("/"))[1].lower()
+        fmt = TABLE_SUFFIXES.get(suffix, "folder")
+    if fmt == "folder":
+        if image_column or label_column or any(
+                v not in (None, (), "drop-element", "s") for v in table.values()):
+            raise ConfigError("image_column / label_column / table options apply to csv and "
+                              "parquet, not an image folder")
+        return UrlFolderSource(src)
+    from tfpipe.convert._table_normalize import parse_keep_float64
+    from tfpipe.convert.table import TableSource
+
+    if not _gfile().exists(src) or _gfile().isdir(src):
+        raise InputError(f"{src}: not a file (format {fmt!r} reads one table file)")
+    table["keep_float64"] = parse_keep_float64(table.get("keep_float64"))
+    return TableSource(src, fmt, image_column=image_column, label_column=label_column, **table)
 
 
 # Text files and directories of OUT, local or URL (the local path keeps os calls).

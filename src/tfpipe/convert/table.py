@@ -1,10 +1,15 @@
 """CSV and Parquet tables: one record per row, columns keep their names.
 
-Types follow the table's Arrow schema: integers -> int64, floats -> float32,
-strings/binary -> bytes, booleans -> int64 (0/1), dates and times -> ISO text,
-lists of those -> var-length features. A column that holds nulls becomes a
-var-length feature (a null is an empty list) so no readable value is invented;
-the image and label columns are required instead: a null there makes a bad row.
+Values are stored by the rules of `_table_normalize` (integers int64, floats
+float32 with the narrowing reported or float64 kept exactly, timestamps int64
+epoch, strings bytes, nulls inside lists per `list_nulls`): every batch the
+converter reads goes through `normalize_batch` first, and the rows are encoded
+from the normalized batch. A column that holds nulls becomes a var-length
+feature (a null is an empty list) so no readable value is invented; the image
+and label columns are required instead: a null there makes a bad row.
+
+The table may be a URL of a filesystem TensorFlow knows (gs://, ram://): it is
+read through `tf.io.gfile` as a seekable file, Parquet row group by row group.
 
 The table is streamed, never held whole (docs/convert.md "Tables"): one pass in
 batches finds the schema's nulls, the labels and each row's size (vectorized in
@@ -18,6 +23,7 @@ to reading the whole table at once (tests/convert/test_table_streaming.py).
 
 from __future__ import annotations
 
+import io
 import math
 import os
 import shutil
@@ -30,6 +36,9 @@ from typing import Any
 import numpy as np
 
 from tfpipe.convert._plan import RECORD_OVERHEAD_BYTES, Item, Plan, ShardPlan, unit_hash
+from tfpipe.convert._table_normalize import (NormalizePlan, NormalizeReport,
+                                             check_integer_text, make_plan, normalize_batch,
+                                             whole)
 from tfpipe.convert._source import (IMAGE_KEYS, Enumeration, Source, file_size,
                                     image_values, read_image)
 from tfpipe.records import FeatureSpec, Schema, classification_schema
@@ -47,16 +56,77 @@ def _unreadable(path: Path, fmt: str, exc: Exception) -> InputError:
     return InputError(f"{path}: cannot read as {fmt}: {exc}")
 
 
-def _csv_reader(path: Path, schema: Any = None) -> Any:
+def is_url(path: str | os.PathLike[str]) -> bool:
+    return "://" in os.fspath(path)
+
+
+class _GFileReader(io.RawIOBase):
+    """A seekable binary file over tf.io.gfile (TF's GFile lacks what pyarrow checks,
+    e.g. `closed`): pyarrow reads only the ranges it needs through it."""
+
+    def __init__(self, path: str) -> None:
+        import tensorflow as tf
+
+        super().__init__()
+        self._f = tf.io.gfile.GFile(path, "rb")
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def read(self, size: int = -1) -> bytes:
+        return self._f.read(size)
+
+    def readinto(self, buffer: Any) -> int:
+        data = self._f.read(len(buffer))
+        buffer[:len(data)] = data
+        return len(data)
+
+    def seek(self, offset: int, whence: int = 0) -> int:
+        self._f.seek(offset, whence)
+        return self._f.tell()
+
+    def tell(self) -> int:
+        return self._f.tell()
+
+    def close(self) -> None:
+        if not self.closed:
+            self._f.close()
+        super().close()
+
+
+def _open(path: str) -> Any:
+    """What pyarrow reads: a local path, or a seekable file over tf.io.gfile for a URL
+    (pyarrow then reads only the ranges it needs: Parquet footers and row groups)."""
+    if not is_url(path):
+        return path
+    import pyarrow as pa
+
+    return pa.PythonFile(_GFileReader(path), mode="r")
+
+
+def _csv_reader(path: str | Path, schema: Any = None) -> Any:
     import pyarrow.csv as pacsv
 
     convert = (None if schema is None
                else pacsv.ConvertOptions(column_types={f.name: f.type for f in schema}))
-    return pacsv.open_csv(path, read_options=pacsv.ReadOptions(block_size=CSV_BLOCK_BYTES),
+    return pacsv.open_csv(_open(os.fspath(path)),
+                          read_options=pacsv.ReadOptions(block_size=CSV_BLOCK_BYTES),
                           convert_options=convert)
 
 
-def _csv_schema(path: Path) -> Any:
+def _parquet(path: str) -> Any:
+    import pyarrow.parquet as pq
+
+    source = _open(path)
+    pf = pq.ParquetFile(source)
+    pf._tfpipe_source = source  # a URL's file object lives as long as the reader
+    return pf
+
+
+def _csv_schema(path: str | Path) -> Any:
     """The column types pyarrow.csv.read_csv gives, one column in memory at a time.
 
     The streaming reader fixes the types from the first block; read_csv widens
@@ -69,7 +139,7 @@ def _csv_schema(path: Path) -> Any:
     names = _csv_reader(path).schema.names
     fields = []
     for name in names:
-        column = pacsv.read_csv(path, convert_options=pacsv.ConvertOptions(
+        column = pacsv.read_csv(_open(os.fspath(path)), convert_options=pacsv.ConvertOptions(
             include_columns=[name]))
         fields.append(column.schema.field(0))
     return pa.schema(fields)
@@ -102,42 +172,9 @@ def _approx_sizes(arr: Any, top: bool = True) -> np.ndarray:
     return np.where(valid, base, 0 if top else 8).astype(np.int64)
 
 
-def _feature_type(name: str, arrow_type: Any) -> tuple[str, str, list[int] | None]:
-    """(dtype, kind, shape) of a column; kind 'var' for lists."""
-    import pyarrow as pa
-
-    t = arrow_type
-    if pa.types.is_dictionary(t):
-        t = t.value_type
-    if pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t):
-        inner, _, _ = _feature_type(name, t.value_type)
-        if pa.types.is_fixed_size_list(t):
-            return inner, "fixed", [t.list_size]
-        return inner, "var", None
-    if pa.types.is_integer(t) or pa.types.is_boolean(t):
-        return "int64", "fixed", []
-    if pa.types.is_floating(t) or pa.types.is_decimal(t):
-        return "float32", "fixed", []
-    if (pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_binary(t)
-            or pa.types.is_large_binary(t) or pa.types.is_temporal(t) or pa.types.is_null(t)):
-        return "string", "fixed", []
-    raise InputError(f"column {name!r}: type {arrow_type} is not supported "
-                     "(use integers, floats, booleans, strings, binary, dates or lists of them)")
-
-
-def _to_feature(value: Any, dtype: str) -> Any:
-    """A Python value from Arrow -> what encode_example takes for that dtype."""
-    if isinstance(value, (list, tuple)):
-        return [_to_feature(v, dtype) for v in value]
-    if dtype == "string":
-        if isinstance(value, bytes):
-            return value
-        if isinstance(value, str):
-            return value.encode()
-        return (value.isoformat() if hasattr(value, "isoformat") else str(value)).encode()
-    if dtype == "int64":
-        return int(value)
-    return float(value)
+def _as_bytes(value: Any) -> bytes:
+    """A raw string/binary cell (image paths) as bytes."""
+    return value if isinstance(value, bytes) else str(value).encode()
 
 
 def _text(value: bytes) -> str:
@@ -157,12 +194,13 @@ class _RowReader:
 
     Parquet: the row groups of the source file (each streamed in batches).
     CSV: the record batches of the Arrow IPC copy made while scanning.
+    Rows come out normalized by `plan` (`normalize_batch`): what every encoder reads.
     """
 
     def __init__(self, path: str, kind: str, offsets: np.ndarray, columns: list[str],
-                 dtypes: dict[str, str], display: str, image_column: str | None) -> None:
+                 plan: NormalizePlan | None, display: str, image_column: str | None) -> None:
         self.path, self.kind, self.offsets = path, kind, offsets  # offsets: block starts + end
-        self.columns, self.dtypes, self.display = columns, dtypes, display
+        self.columns, self.plan, self.display = columns, plan, display
         self.image_column = image_column
 
     def _blocks(self, wanted: dict[int, np.ndarray]) -> Iterator[Any]:
@@ -175,9 +213,7 @@ class _RowReader:
                 for block, local in sorted(wanted.items()):
                     yield reader.get_batch(block).take(local)
             return
-        import pyarrow.parquet as pq
-
-        pf = pq.ParquetFile(self.path)
+        pf = _parquet(self.path)
         for block, local in sorted(wanted.items()):
             start = 0
             for batch in pf.iter_batches(batch_size=BATCH_ROWS, row_groups=[block],
@@ -187,6 +223,19 @@ class _RowReader:
                     yield batch.take(local[lo:hi] - start)
                 start += batch.num_rows
 
+    def normalized(self, rows: np.ndarray) -> Iterator[Any]:
+        """Normalized batches of `rows` (ascending table row indices), in that order."""
+        if len(rows) == 0:
+            return
+        block_of = np.searchsorted(self.offsets, rows, side="right") - 1
+        wanted: dict[int, np.ndarray] = {}  # block -> its rows' local indices, ascending
+        for part in np.split(np.arange(len(rows)), np.flatnonzero(np.diff(block_of)) + 1):
+            block = int(block_of[part[0]])
+            wanted[block] = rows[part] - self.offsets[block]
+        for batch in self._blocks(wanted):
+            # first_row only names rows in errors, and the scan already raised any
+            yield normalize_batch(batch, self.plan)[0]
+
     def items(self, rows: np.ndarray, sizes: np.ndarray) -> Iterator[Item]:
         """The Items of `rows` (table row indices), in that order: what enumerating the
         whole table in memory gave for them (key, size, [index, payload], name)."""
@@ -195,14 +244,9 @@ class _RowReader:
         if len(rows) == 0:
             return
         order = np.argsort(rows, kind="stable")
-        ascending = rows[order]
-        block_of = np.searchsorted(self.offsets, ascending, side="right") - 1
-        wanted: dict[int, np.ndarray] = {}  # block -> its rows' local indices, ascending
-        for part in np.split(np.arange(len(ascending)), np.flatnonzero(np.diff(block_of)) + 1):
-            block = int(block_of[part[0]])
-            wanted[block] = ascending[part] - self.offsets[block]
+        ascending = rows[order].astype(np.int64)
         # One shard's rows in Arrow, chunked as read (no combined copy).
-        table = pa.Table.from_batches(list(self._blocks(wanted)))
+        table = pa.Table.from_batches(list(self.normalized(ascending)))
         at = np.empty(len(rows), dtype=np.int64)  # position in `table` of rows[k]
         at[order] = np.arange(len(rows))
         for start in range(0, len(rows), 4096):
@@ -215,13 +259,11 @@ class _RowReader:
     def _item(self, index: int, size: int, row: dict[str, Any]) -> Item:
         name = f"{self.display} row {index}"
         if self.image_column is not None:
-            name = f"{name} ({_text(_to_feature(row[self.image_column], 'string'))})"
-        # The payload is the row in feature form (bytes, ints, floats, lists): it
+            name = f"{name} ({_text(row[self.image_column])})"
+        # The payload is the normalized row (bytes, ints, floats, lists, None): it
         # travels to the worker and hashes into the plan, so --resume notices an
         # edited table.
-        payload = {c: (None if row[c] is None else _to_feature(row[c], self.dtypes[c]))
-                   for c in self.columns}
-        return Item(f"row:{index}", size, [index, payload], name)
+        return Item(f"row:{index}", size, [index, row], name)
 
 
 class TableRows(Sequence[Item]):
@@ -293,6 +335,19 @@ class TableRows(Sequence[Item]):
         return plan
 
 
+def _bits_as_float64(batch: Any, names: set[str]) -> Any:
+    """`batch` with the int64 columns `names` (float64 bit patterns) as float64."""
+    import pyarrow as pa
+
+    arrays = []
+    for field, arr in zip(batch.schema, batch.columns):
+        if field.name in names and arr.type == pa.int64():
+            arr = pa.Array.from_buffers(pa.float64(), len(arr), arr.buffers(),
+                                        null_count=arr.null_count, offset=arr.offset)
+        arrays.append(arr)
+    return pa.RecordBatch.from_arrays(arrays, names=batch.schema.names)
+
+
 def _compact(values: np.ndarray) -> np.ndarray:
     """int32 when every value fits (row indices, row sizes): the plan costs ~4 bytes
     less per row and field, which is most of its memory on a 20 M-row table."""
@@ -316,18 +371,32 @@ def _break_ties(members: np.ndarray, order_hash: np.ndarray, rows: np.ndarray) -
 
 
 class TableSource(Source):
-    """Rows of a CSV or Parquet file; `image_column` paths are embedded as image/encoded."""
+    """Rows of a CSV or Parquet file; `image_column` paths are embedded as image/encoded.
+
+    list_nulls, keep_float64 and time_unit are `_table_normalize.make_plan`'s policies.
+    """
 
     def __init__(self, path: str | os.PathLike[str], fmt: str, *,
-                 image_column: str | None = None, label_column: str | None = None) -> None:
+                 image_column: str | None = None, label_column: str | None = None,
+                 list_nulls: str = "drop-element",
+                 keep_float64: Sequence[str] | str = (), time_unit: str = "s") -> None:
         self.kind = fmt
-        self.path = str(Path(path).resolve())
-        self.display = Path(path).name
+        raw = os.fspath(path)
+        self.path = raw.rstrip("/") if is_url(raw) else str(Path(raw).resolve())
+        self.display = self.path.rsplit("/", 1)[-1] if is_url(raw) else Path(raw).name
+        if is_url(raw) and image_column is not None:
+            raise InputError(f"{raw}: --image-column reads image files beside the table, "
+                             "which must be local; copy the table and its images to a local "
+                             "path (a URL table is converted without images)")
         self.image_column = image_column
         self.label_column = label_column
+        self.list_nulls = list_nulls
+        self.keep_float64: tuple[str, ...] | str = (
+            "all" if keep_float64 == "all" else tuple(sorted(keep_float64)))
+        self.time_unit = time_unit
         schema = self._open_schema()
         self.columns: list[str] = list(schema.names)
-        self.arrow_schema = schema  # statistics read the file with these types
+        self.arrow_schema = schema  # the file's own types (a CSV's as read_csv gives them)
         for role, column in (("image_column", image_column), ("label_column", label_column)):
             if column is not None and column not in self.columns:
                 raise InputError(f"{self.display}: {role} {column!r} is not a column; "
@@ -338,48 +407,51 @@ class TableSource(Source):
                 raise InputError(f"{self.display}: column(s) {', '.join(clash)} clash with "
                                  "the image keys that --image-column adds; rename them")
         self._scan()  # may widen a CSV column's type (see _csv_schema)
-        schema = self.arrow_schema
-        kinds = []
-        for name, field in zip(schema.names, schema):
-            dtype, kind, shape = _feature_type(name, field.type)
-            if name in (image_column, label_column) and kind != "fixed":
-                raise InputError(f"{self.display}: column {name!r} must hold one value per row")
-            kinds.append((dtype, kind, shape))
+        plan = self.plan
+        for col in plan.columns:
+            if col.name in (image_column, label_column) and col.list is not None:
+                raise InputError(f"{self.display}: column {col.name!r} must hold one value "
+                                 "per row")
         self._specs: list[FeatureSpec] = []
         self._dtypes: dict[str, str] = {}
-        for name, (dtype, kind, shape), nulls in zip(schema.names, kinds, self._null_counts):
-            if nulls and name not in (image_column, label_column) and kind == "fixed":
+        for col in plan.columns:
+            kind = "var" if col.list == "var" else "fixed"
+            shape = [col.list_size] if col.list == "fixed" else []
+            if (self._report.nulls.get(col.name) and col.name not in (image_column, label_column)
+                    and kind == "fixed"):
                 # A null cannot be a fixed scalar; var-length keeps the row and the
                 # absence (an empty list) readable instead of inventing a value.
-                kind, shape = "var", None
-            self._dtypes[name] = dtype
-            self._specs.append(FeatureSpec(name, dtype, shape or [], kind))
-        self._reader.dtypes = self._dtypes
+                kind, shape = "var", []
+            self._dtypes[col.name] = col.dtype
+            self._specs.append(FeatureSpec(col.name, col.dtype, shape, kind,
+                                           encoding=col.encoding))
         self.class_names = self._class_names()
 
     # ------------------------------------------------------------------ the one scan
     def _open_schema(self) -> Any:
-        path = Path(self.path)
         try:
             if self.kind == "csv":
-                return _csv_reader(path).schema
-            import pyarrow.parquet as pq
+                return _csv_reader(self.path).schema
+            return _parquet(self.path).schema_arrow
+        except Exception as exc:  # noqa: BLE001 - pyarrow raises ArrowInvalid/OSError, TF OpError
+            raise _unreadable(self.path, self.kind, exc) from None
 
-            return pq.ParquetFile(path).schema_arrow
-        except Exception as exc:  # noqa: BLE001 - pyarrow raises ArrowInvalid/OSError
-            raise _unreadable(path, self.kind, exc) from None
+    def _make_plan(self, schema: Any) -> NormalizePlan:
+        return make_plan(schema, list_nulls=self.list_nulls, keep_float64=self.keep_float64,
+                         time_unit=self.time_unit, csv=self.kind == "csv",
+                         where=self.display)
 
     def _scan(self) -> None:
-        """Stream the table once: null counts, label values, row sizes, required nulls;
+        """Stream the table once: every batch normalized (nulls, narrowing, list nulls,
+        values that cannot be stored), label values, row sizes, required nulls;
         a CSV is copied to Arrow IPC on the way for random access by batch."""
         import pyarrow as pa
 
-        path = Path(self.path)
         if self.kind != "csv":
             try:
                 self._scan_batches(None)
             except (pa.ArrowInvalid, OSError) as exc:
-                raise _unreadable(path, self.kind, exc) from None
+                raise _unreadable(self.path, self.kind, exc) from None
             return
         try:
             self._scan_batches(None)
@@ -387,20 +459,19 @@ class TableSource(Source):
             # A later block needs a wider type than the first block gave (or the
             # file is malformed: _csv_schema then raises the reader's own error).
             try:
-                self.arrow_schema = _csv_schema(path)
+                self.arrow_schema = _csv_schema(self.path)
                 self._scan_batches(self.arrow_schema)
             except (pa.ArrowInvalid, OSError) as exc:
-                raise _unreadable(path, self.kind, exc) from None
+                raise _unreadable(self.path, self.kind, exc) from None
         except OSError as exc:
-            raise _unreadable(path, self.kind, exc) from None
+            raise _unreadable(self.path, self.kind, exc) from None
 
     def _scan_batches(self, csv_schema: Any) -> None:
-        path = Path(self.path)
         if self.kind == "csv":
             spill_dir = tempfile.mkdtemp(prefix="tfpipe-table-")
             spill = os.path.join(spill_dir, "rows.arrow")
             try:
-                self._scan_into(iter(_csv_reader(path, csv_schema)), spill)
+                self._scan_into(iter(_csv_reader(self.path, csv_schema)), spill)
             except BaseException:
                 shutil.rmtree(spill_dir, ignore_errors=True)
                 raise
@@ -408,22 +479,24 @@ class TableSource(Source):
             # planned shard hold it (workers get pickled copies, without this hook).
             self._cleanup = weakref.finalize(self._reader, shutil.rmtree, spill_dir, True)
             return
-        import pyarrow.parquet as pq
-
-        self._scan_into(pq.ParquetFile(path).iter_batches(batch_size=BATCH_ROWS,
-                                                          use_threads=False), None)
+        self._scan_into(_parquet(self.path).iter_batches(batch_size=BATCH_ROWS,
+                                                         use_threads=False), None)
 
     def _scan_into(self, batches: Iterator[Any], spill: str | None) -> None:
         import pyarrow as pa
         import pyarrow.compute as pc
 
-        path = Path(self.path)
         writer = None
         names = self.columns
-        nulls = [0] * len(names)
+        plan = self._make_plan(self.arrow_schema)
+        report = NormalizeReport()
         sizes: list[np.ndarray] = []
         required_null: dict[int, str] = {}  # row -> first null required column
         labels: set[Any] = set()
+        label_col = None if self.label_column is None else plan.column(self.label_column)
+        # a float label is collected as read: whole floats become int64 class indices
+        raw_label = label_col is not None and label_col.dtype == "float32"
+        wide_ints: list[str] = []  # CSV float64 columns holding a value beyond int64
         offsets = [0]
         start = 0
         try:
@@ -434,59 +507,87 @@ class TableSource(Source):
                     writer.write_batch(batch)
                     offsets.append(start + batch.num_rows)
                 row_size = np.zeros(batch.num_rows, dtype=np.int64)
-                for i, column in enumerate(batch.columns):
-                    nulls[i] += column.null_count
-                    row_size += _approx_sizes(column)
+                for column in batch.columns:
+                    row_size += _approx_sizes(column)  # of the values as read (estimates)
                 sizes.append(row_size)
+                if self.kind == "csv":
+                    for name, column in zip(names, batch.columns):
+                        if column.type == pa.float64() and name not in wide_ints:
+                            top = pc.max(pc.abs(column)).as_py()
+                            if top is not None and top >= 2.0 ** 63:
+                                wide_ints.append(name)
+                normalized, part = normalize_batch(batch, plan, first_row=start)
+                report.merge(part)
                 for name in (self.image_column, self.label_column):
                     if name is None:
                         continue
-                    column = batch.column(names.index(name))
+                    column = normalized.column(names.index(name))
                     if column.null_count:
                         for r in np.flatnonzero(column.is_null().to_numpy(
                                 zero_copy_only=False)).tolist():
                             required_null.setdefault(start + r, name)
                 if self.label_column is not None:
-                    labels.update(v for v in pc.unique(batch.column(
+                    source = batch if raw_label else normalized
+                    labels.update(v for v in pc.unique(source.column(
                         names.index(self.label_column))).to_pylist() if v is not None)
                 start += batch.num_rows
         finally:
             if writer is not None:
                 writer.close()
+        for name in wide_ints:
+            self._check_wide_ints(plan, name)
+        if raw_label:
+            values = np.asarray(sorted(labels), dtype=np.float64)
+            if whole(values):
+                plan = plan.with_whole_label(self.label_column)  # type: ignore[arg-type]
+                report.narrowed.pop(self.label_column, None)  # type: ignore[arg-type]
+                labels = {int(v) for v in values}
+        plan = plan.finalize(report)
         if spill is not None:
             if writer is None:  # no rows: an empty copy with the schema
                 pa.ipc.new_file(spill, self.arrow_schema).close()
-            reader = _RowReader(spill, "ipc", np.asarray(offsets, np.int64), names, {},
+            reader = _RowReader(spill, "ipc", np.asarray(offsets, np.int64), names, plan,
                                 self.display, self.image_column)
         else:
-            import pyarrow.parquet as pq
-
-            meta = pq.ParquetFile(path).metadata
+            meta = _parquet(self.path).metadata
             groups = [meta.row_group(g).num_rows for g in range(meta.num_row_groups)]
             reader = _RowReader(self.path, "parquet",
                                 np.concatenate([[0], np.cumsum(groups, dtype=np.int64)]),
-                                names, {}, self.display, self.image_column)
+                                names, plan, self.display, self.image_column)
         self._reader = reader
+        self.plan = plan
         self.num_rows = start
-        self._null_counts = nulls
+        self._report = report
+        self._normalized = report.to_json(plan)  # what settings() records
         self._sizes = _compact(np.concatenate(sizes) if sizes else np.zeros(0, np.int64))
         self._required_null = required_null
         self._labels = labels
+
+    def _check_wide_ints(self, plan: NormalizePlan, name: str) -> None:
+        """A CSV column of integer text with a value beyond int64 (pyarrow read it as
+        float64): an error naming the row, never a float column."""
+        import pyarrow as pa
+        import pyarrow.csv as pacsv
+
+        texts = pacsv.read_csv(_open(self.path), convert_options=pacsv.ConvertOptions(
+            include_columns=[name], column_types={name: pa.string()})).column(0)
+        check_integer_text(plan, name, texts.combine_chunks())
 
     def _class_names(self) -> list[str] | None:
         if self.label_column is None:
             return None
         values = self._labels
-        if self._dtypes[self.label_column] == "string":
-            return sorted(_to_feature(v, "string").decode("utf-8", "replace") for v in values)
-        if self._dtypes[self.label_column] == "int64":
+        dtype = self._dtypes[self.label_column]
+        if dtype == "string":
+            return sorted(_text(v) for v in values)
+        if dtype == "int64" and self.plan.column(self.label_column).encoding is None:
             ints = [int(v) for v in values]
             if ints and min(ints) < 0:
                 raise InputError(f"{self.display}: label column {self.label_column!r} "
                                  f"holds negative labels (min {min(ints)})")
             return [str(i) for i in range(max(ints) + 1)] if ints else []
         raise InputError(f"{self.display}: label column {self.label_column!r} must hold "
-                         "integers or strings")
+                         "integers, whole non-negative floats or strings")
 
     def _name(self, index: int) -> str:
         return f"{self.display} row {index}"
@@ -500,21 +601,26 @@ class TableSource(Source):
             good[index] = False
             bad[index] = (Item(f"row:{index}", 0, None, self._name(index)),
                           f"null in required column {column!r}")
+        if self.list_nulls == "drop-row":
+            for index, column in self._report.list_null_rows.items():
+                if index not in bad:
+                    good[index] = False
+                    bad[index] = (Item(f"row:{index}", 0, None, self._name(index)),
+                                  f"null inside list column {column!r} (list_nulls=drop-row)")
         if self.image_column is not None:
             base = Path(self.path).parent
             start = 0
             for batch in self._column_batches(self.image_column):
                 for r, value in enumerate(batch.to_pylist()):
                     index = start + r
-                    if value is None:
+                    if value is None or not good[index]:
                         continue
-                    rel = _text(_to_feature(value, "string"))
+                    rel = _text(_as_bytes(value))
                     fsize = file_size(base / rel)
                     if fsize is None:
-                        if index not in bad:
-                            good[index] = False
-                            bad[index] = (Item(f"row:{index}", 0, None, self._name(index)),
-                                          f"image file not found: {rel}")
+                        good[index] = False
+                        bad[index] = (Item(f"row:{index}", 0, None, self._name(index)),
+                                      f"image file not found: {rel}")
                         continue
                     sizes[index] += fsize
                 start += len(batch)
@@ -529,6 +635,44 @@ class TableSource(Source):
         rows = np.asarray(rows, dtype=np.int64)
         return self._reader.items(rows, np.zeros(len(rows), dtype=np.int64))
 
+    def normalized_batches(self, rows: np.ndarray | None = None) -> Iterator[Any]:
+        """Normalized Arrow batches of `rows` (ascending; default every row), table order:
+        the values the records hold, for a columnar encoder or statistics."""
+        rows = (np.arange(self.num_rows, dtype=np.int64) if rows is None
+                else np.asarray(rows, dtype=np.int64))
+        for start in range(0, len(rows), BATCH_ROWS * 4):
+            yield from self._reader.normalized(rows[start:start + BATCH_ROWS * 4])
+
+    @property
+    def float64_bits_columns(self) -> list[str]:
+        return [c.name for c in self.plan.columns if c.encoding == "float64_bits"]
+
+    def stats_batches(self) -> Iterator[Any]:
+        """Every row, normalized, in table order, as statistics see the values: what the
+        records hold, but a float64_bits column as its float64 values."""
+        bits = set(self.float64_bits_columns)
+        for batch in self.normalized_batches():
+            if bits:
+                batch = _bits_as_float64(batch, bits)
+            yield batch
+
+    @property
+    def stats_schema(self) -> Any:
+        """The Arrow schema of `stats_batches`."""
+        import pyarrow as pa
+
+        from tfpipe.convert._table_normalize import output_schema
+
+        schema = output_schema(self.plan)
+        for name in self.float64_bits_columns:
+            i = schema.get_field_index(name)
+            t = schema.field(i).type
+            t = pa.float64() if t == pa.int64() else (
+                pa.list_(pa.float64(), t.list_size) if pa.types.is_fixed_size_list(t)
+                else pa.list_(pa.float64()))
+            schema = schema.set(i, pa.field(name, t))
+        return schema
+
     def _column_batches(self, name: str) -> Iterator[Any]:
         """One column of the table, streamed in row order (from the copy for a CSV)."""
         if self._reader.kind == "ipc":
@@ -539,16 +683,13 @@ class TableSource(Source):
                 for i in range(reader.num_record_batches):
                     yield reader.get_batch(i).column(self.columns.index(name))
             return
-        import pyarrow.parquet as pq
-
-        for batch in pq.ParquetFile(self.path).iter_batches(batch_size=BATCH_ROWS,
-                                                            columns=[name]):
+        for batch in _parquet(self.path).iter_batches(batch_size=BATCH_ROWS, columns=[name]):
             yield batch.column(0)
 
     def __getstate__(self) -> dict[str, Any]:
         # Workers get rows through the shard plan (row indices), not the scan's arrays.
         state = dict(self.__dict__)
-        for name in ("_sizes", "_required_null", "_labels", "_cleanup"):
+        for name in ("_sizes", "_required_null", "_labels", "_cleanup", "_report"):
             state.pop(name, None)
         return state
 
@@ -563,8 +704,15 @@ class TableSource(Source):
         return Schema(specs)
 
     def settings(self) -> dict[str, Any]:
-        return {"format": self.kind, "image_column": self.image_column,
-                "label_column": self.label_column}
+        out: dict[str, Any] = {"format": self.kind, "image_column": self.image_column,
+                               "label_column": self.label_column,
+                               "list_nulls": self.list_nulls,
+                               "keep_float64": (self.keep_float64 if self.keep_float64 == "all"
+                                                else list(self.keep_float64)),
+                               "time_unit": self.time_unit}
+        if self._normalized:
+            out["normalized"] = self._normalized  # what storing the values changed (summary)
+        return out
 
     def encode_values(self, item: Item) -> tuple[dict[str, Any], dict[str, int]]:
         index, row = item.payload
@@ -572,15 +720,14 @@ class TableSource(Source):
         for spec in self._specs:
             values[spec.name] = [] if row[spec.name] is None else row[spec.name]
         if self.image_column is not None:
-            rel = _text(_to_feature(row[self.image_column], "string"))
+            rel = _text(row[self.image_column])
             data, info = read_image(Path(self.path).parent / rel)
             values.update(image_values(data, info, rel, f"row:{index}"))
             if self.label_column is not None:
                 label = row[self.label_column]
                 if self._dtypes[self.label_column] == "string":
                     text = label
-                    values["image/class/label"] = self.class_names.index(
-                        text.decode("utf-8", "replace"))
+                    values["image/class/label"] = self.class_names.index(_text(label))
                 else:
                     values["image/class/label"] = int(label)
                     text = str(int(label)).encode()

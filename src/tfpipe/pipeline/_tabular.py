@@ -77,12 +77,23 @@ class Tabular:
             raise ConfigError(f"features.label: {self.label!r} is not a column of "
                               f"{s.data_path}; columns: {', '.join(sorted(self._columns(schema)))}")
         lab = schema[self.label]
+        if lab.kind == "var" and lab.dtype != "string":
+            # var-length scalar column: the table had nulls in it (docs/convert.md)
+            raise ConfigError(
+                f"features.label: column {self.label!r} has rows without a value (nulls in "
+                f"the table, so it is stored var-length); a label needs one per row: "
+                f"reconvert with `tfpipe convert TABLE OUT --label-column {self.label}`, "
+                "which skips the rows whose label is null and lists them in the manifest")
         if lab.kind != "fixed" or lab.shape or lab.dtype == "string":
             raise ConfigError(f"features.label: column {self.label!r} must hold one int64 or "
-                              f"float32 value per row (it is {lab.dtype}, {lab.kind}); "
-                              "nulls are not allowed in the label")
+                              f"float32 value per row (it is {lab.dtype}, {lab.kind}"
+                              f"{', shape ' + str(lab.shape) if lab.shape else ''})")
         self.transforms = transforms or self._transforms(s, schema)
         self.spec: dict[str, Any] = {self.label: tf.io.FixedLenFeature([], lab.tf_dtype())}
+        # float64 kept exactly by the converter (encoding float64_bits: int64 bit
+        # patterns): parsed as int64, bitcast back, given to the transforms as floats
+        self.float64_bits = [c for c in self.transforms.raw_spec
+                             if schema[c].encoding == "float64_bits"]
         for col in self.transforms.raw_spec:
             f = schema[col]
             self.spec[col] = (tf.io.VarLenFeature(f.tf_dtype()) if f.kind == "var"
@@ -98,15 +109,23 @@ class Tabular:
     def _transforms(self, s: Settings, schema: Any) -> FeatureTransforms:
         from tfpipe.features import build_transforms, read_statistics
 
+        specs = transform_specs(s.features)
+        for spec in specs:  # `time` reads epoch seconds: a finer stored unit would be wrong
+            enc = schema[spec.columns[0]].encoding if spec.columns[0] in schema else None
+            if spec.kind == "time" and enc and enc != "timestamp_s":
+                raise ConfigError(f"features.{spec.name}: transform 'time' reads epoch seconds, "
+                                  f"but column {spec.columns[0]!r} holds {enc}; reconvert "
+                                  "with --time-unit s (the default)")
         path = statistics_path(s)
         try:
             stats = read_statistics(path)
         except InputError as e:
             raise ConfigError(f"features: {e} (or set features.statistics)") from None
         cols = self._columns(schema)
-        dtypes = {n: schema[n].dtype for n in cols if not schema[n].shape}
+        dtypes = {n: "float32" if schema[n].encoding == "float64_bits" else schema[n].dtype
+                  for n in cols if not schema[n].shape}
         nullable = [n for n in cols if schema[n].kind == "var"]
-        return build_transforms(transform_specs(s.features), stats, dtypes=dtypes,
+        return build_transforms(specs, stats, dtypes=dtypes,
                                 nullable=nullable, where=path)
 
     # ------------------------------------------------------------------ stages
@@ -124,6 +143,8 @@ class Tabular:
         """A batch of serialized Examples -> (transformed features, label)."""
         parsed = tf.io.parse_example(serialized, self.spec)
         label = parsed.pop(self.label)
+        for c in self.float64_bits:
+            parsed[c] = float64_bits_as_float32(parsed[c])
         return self.transforms(parsed), label
 
     def one_pass(self, records: tf.data.Dataset, epoch: Any, step: Any = 0) -> tf.data.Dataset:
@@ -146,6 +167,17 @@ class Tabular:
 
         src = Source(self.files, self.compression, None, None)  # type: ignore[arg-type]
         return _batches(self.s, self.split, src, self.my_files, self.worker)
+
+
+def float64_bits_as_float32(x: Any) -> Any:
+    """A parsed float64_bits column (dense or sparse int64) as the float32 the transforms
+    take: bitcast to the exact float64, then rounded once."""
+    def cast(v: tf.Tensor) -> tf.Tensor:
+        return tf.cast(tf.bitcast(v, tf.float64), tf.float32)
+
+    if isinstance(x, tf.SparseTensor):
+        return tf.SparseTensor(x.indices, cast(x.values), x.dense_shape)
+    return cast(x)
 
 
 def _cache(ds: tf.data.Dataset, s: Settings, t: Tabular, what: str) -> tf.data.Dataset:
@@ -233,6 +265,8 @@ def raw_rows(config: Any, n: int, split: str = "train") -> dict[str, Any]:
     serialized = next(iter(tf.data.TFRecordDataset(t.files, t.compression or "").batch(n)))
     out: dict[str, Any] = {}
     for c, v in tf.io.parse_example(serialized, spec).items():
+        if c in t.float64_bits:  # served as the float32 the transforms take
+            v = float64_bits_as_float32(v)
         if isinstance(v, tf.SparseTensor):
             ragged = tf.RaggedTensor.from_sparse(v)
             fill = "" if v.dtype == tf.string else 0

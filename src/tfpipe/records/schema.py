@@ -22,6 +22,12 @@ SCHEMA_VERSION: int = 1
 VERSION_KEY = "tfpipe/schema_version"
 DTYPES = ("string", "int64", "float32")
 KINDS = ("fixed", "var")
+# How a table column's values are encoded in its int64 feature (recorded by the table
+# converter, docs/convert.md "Tables"): float64 bit patterns (tf.bitcast to float64),
+# epoch times (UTC), times of day and durations, each in a unit.
+ENCODINGS = ("float64_bits",) + tuple(f"{what}_{unit}" for what in
+                                      ("timestamp", "time_of_day", "duration")
+                                      for unit in ("s", "ms", "us", "ns"))
 
 
 def _encode_default(value: Any) -> Any:
@@ -50,7 +56,8 @@ class FeatureSpec:
 
     ``kind="var"`` features hold a variable-length list (shape is ignored, use
     ``[]``). ``default`` fills the feature when a record or an older dataset
-    lacks it; ``None`` means the feature is required.
+    lacks it; ``None`` means the feature is required. ``encoding`` (int64 only,
+    one of `ENCODINGS`) says what the integers mean; ``None``: plain integers.
     """
 
     name: str
@@ -58,6 +65,7 @@ class FeatureSpec:
     shape: list[int] = field(default_factory=list)
     kind: str = "fixed"
     default: Any = None
+    encoding: str | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name:
@@ -73,6 +81,10 @@ class FeatureSpec:
             raise SchemaError(f"feature {self.name!r}: shape must be a list of ints >= 0, "
                               f"got {self.shape!r}")
         self.shape = list(self.shape)
+        if self.encoding is not None and (self.encoding not in ENCODINGS
+                                          or self.dtype != "int64"):
+            raise SchemaError(f"feature {self.name!r}: encoding must be one of {ENCODINGS} "
+                              f"on an int64 feature, got {self.encoding!r} ({self.dtype})")
         if self.kind == "var" and self.shape:
             raise SchemaError(f"feature {self.name!r}: var features take shape [], "
                               f"got {self.shape!r}")
@@ -85,6 +97,8 @@ class FeatureSpec:
         out: dict[str, Any] = {"dtype": self.dtype, "shape": list(self.shape), "kind": self.kind}
         if self.default is not None:
             out["default"] = _encode_default(self.default)
+        if self.encoding is not None:
+            out["encoding"] = self.encoding
         return out
 
     @classmethod
@@ -92,14 +106,15 @@ class FeatureSpec:
         if not isinstance(obj, Mapping):
             raise SchemaError(f"feature {name!r}: expected an object with dtype/shape/kind, "
                               f"got {type(obj).__name__}")
-        unknown = set(obj) - {"dtype", "shape", "kind", "default"}
+        unknown = set(obj) - {"dtype", "shape", "kind", "default", "encoding"}
         if unknown:
             raise SchemaError(f"feature {name!r}: unknown keys {sorted(unknown)}; "
-                              "allowed: dtype, shape, kind, default")
+                              "allowed: dtype, shape, kind, default, encoding")
         if "dtype" not in obj:
             raise SchemaError(f"feature {name!r}: missing 'dtype' (one of {DTYPES})")
         return cls(name=name, dtype=obj["dtype"], shape=obj.get("shape", []),
-                   kind=obj.get("kind", "fixed"), default=_decode_default(obj.get("default")))
+                   kind=obj.get("kind", "fixed"), default=_decode_default(obj.get("default")),
+                   encoding=obj.get("encoding"))
 
     def tf_dtype(self) -> Any:
         import tensorflow as tf
