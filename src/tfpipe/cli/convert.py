@@ -10,8 +10,16 @@ import click
 from tfpipe.cli._console import console, progress, table, text
 
 
+def _local_or_url(ctx: click.Context, param: click.Parameter, value: str) -> str:
+    """SRC may be a tf.io.gfile URL (gs://, ram://, ...: read by the Beam runners);
+    a local path must exist."""
+    if "://" not in value:
+        click.Path(exists=True).convert(value, param, ctx)
+    return value
+
+
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
-@click.argument("src", type=click.Path(exists=True))
+@click.argument("src", callback=_local_or_url)
 @click.argument("out", type=click.Path(file_okay=False))
 @click.option("--format", "fmt", type=click.Choice(["auto", "folder", "csv", "parquet", "coco"]),
               default="auto", show_default=True,
@@ -74,6 +82,8 @@ def command(src: str, out: str, fmt: str, split: str | None, shard_size: str,
             stats: bool, stats_top_k: int, stats_quantiles: int, list_nulls: str,
             keep_float64: str | None, time_unit: str, as_json: bool) -> None:
     """Convert SRC (image folder, CSV, Parquet or COCO JSON) into shards under OUT.
+
+    SRC and OUT may be tf.io.gfile URLs (gs://...) with a Beam --runner.
 
     A failed run (a bad input under --on-error raise, Ctrl-C, a crash) leaves
     what it finished: rerun with --resume to keep it, or plainly to start over.
