@@ -36,8 +36,8 @@ def det_dataset(tmp_path_factory) -> str:
         box = [y0 / H, x0 / W, y1 / H, x1 / W]
         recs.append(_example(sample_data.encode(img, "png"), "png", 0, [box], [1 + i % 3]))
     out = Path(tmp_path_factory.mktemp("det"))
-    write_shards(out, "train", recs, 2)
-    return str(out / "train-*.tfrecord")
+    write_shards(out, "train", recs, 2, eval_links=True)
+    return str(out / "*.tfrecord")
 
 
 def _cfg(path, **over):
