@@ -75,3 +75,80 @@ def test_verify_without_manifest_tfds_names_and_foreign_image_key(tfds_style, tm
     rep = json.loads(_run("verify", str(tmp_path / "x-*"), "--json", "--deep").output)
     assert [(f["kind"], f["index"]) for f in rep["findings"]] == [("bad-image", 0)]
     assert "'image'" in rep["findings"][0]["message"]
+
+
+def _sha(path) -> str:
+    import hashlib
+
+    return hashlib.sha256(open(path, "rb").read()).hexdigest()
+
+
+def test_adopt_foreign_keys_then_verify(tfds_style, tmp_path):
+    """Before: no `adopt` verb (exit 2, 'No such command')."""
+    import os
+    import shutil
+
+    d = tmp_path / "d"
+    shutil.copytree(tfds_style, d)
+    shards = sorted(str(p) for p in d.iterdir())
+    r = _run("adopt", str(d), "--json")
+    assert r.exit_code == 0, r.output
+    m = json.loads((d / "manifest.json").read_text())
+    assert sorted(m["splits"]) == ["train", "val"]  # validation -> val, as convert names it
+    for split, want in (("train", shards[:2]), ("val", shards[2:])):
+        got = m["splits"][split]["shards"]
+        assert [e["path"] for e in got] == [os.path.basename(p) for p in want]
+        # independent oracles: TF's own reader counts, hashlib, the file system
+        assert [e["num_records"] for e in got] == \
+            [sum(1 for _ in tf.data.TFRecordDataset(p)) for p in want]
+        assert [e["sha256"] for e in got] == [_sha(p) for p in want]
+        assert [e["num_bytes"] for e in got] == [os.path.getsize(p) for p in want]
+    assert {k: (v["dtype"], v["kind"]) for k, v in m["schema"].items()
+            if k != "tfpipe/schema_version"} == {
+        "image": ("string", "fixed"), "label": ("int64", "fixed"),
+        "file_name": ("string", "fixed")}
+    assert m["source"]["labels"] == {"key": "label", "min": 0, "max": 2,
+                                     "counts": {"0": 3, "1": 3, "2": 2}}
+    assert [_sha(p) for p in shards] == [_sha(os.path.join(tfds_style, os.path.basename(p)))
+                                         for p in shards]  # not rewritten
+    rep = json.loads(_run("verify", str(d), "--json").output)
+    assert rep["ok"] and rep["manifest"] and rep["records_checked"] == 8
+    with open(shards[1], "r+b") as f:  # flip one byte inside a record
+        f.seek(40)
+        b = f.read(1)
+        f.seek(40)
+        f.write(bytes([b[0] ^ 1]))
+    r = _run("verify", str(d), "--json")
+    assert r.exit_code == 1
+    kinds = {f["kind"] for f in json.loads(r.output)["findings"]}
+    assert "checksum-mismatch" in kinds and "corrupted-data" in kinds
+    assert "already has a manifest.json" in _run("adopt", str(d)).output
+
+
+def test_adopt_out_links_classes_and_refusals(tfds_style, tmp_path):
+    import os
+
+    out = tmp_path / "adopted"
+    classes = tmp_path / "classes.txt"
+    classes.write_text("cat\ndog\nbird\n")
+    r = _run("adopt", os.path.join(tfds_style, "mine-*"), "--out", str(out),
+             "--classes", str(classes))
+    assert r.exit_code == 0, r.output
+    m = json.loads((out / "manifest.json").read_text())
+    assert m["class_names"] == ["cat", "dog", "bird"]
+    for e in m["splits"]["train"]["shards"]:  # hard links: the same inode, no copy
+        assert os.path.samefile(out / e["path"], os.path.join(tfds_style, e["path"]))
+    # a key whose type differs between shards: named
+    bad = tmp_path / "bad"
+    bad.mkdir()
+    write(bad / "train-0.tfrecord", [example(image=b"x", label=1)])
+    write(bad / "train-1.tfrecord", [example(image=b"x", label=1.5)])
+    r = CliRunner().invoke(cli, ["adopt", str(bad)])
+    assert r.exit_code == 2 and "feature 'label' holds ['float32', 'int64']" in r.output
+    # a damaged shard is refused by record, with the way on
+    with open(bad / "train-1.tfrecord", "r+b") as f:
+        f.seek(20)
+        f.write(b"\0\0")
+    r = CliRunner().invoke(cli, ["adopt", str(bad)])
+    assert r.exit_code != 0 and "train-1.tfrecord: record 0" in r.output
+    assert "--salvage" in r.output
