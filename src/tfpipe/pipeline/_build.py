@@ -29,6 +29,7 @@ from tfpipe.errors import ConfigError, TfpipeError
 from tfpipe.pipeline import _block, _classify
 from tfpipe.pipeline._errors import guarded_map as isolate
 from tfpipe.pipeline._errors import new_iteration, planned
+from tfpipe.pipeline._labels import check_manifest_labels
 from tfpipe.pipeline._options import batch_parallelism, map_parallelism, options
 from tfpipe.pipeline._settings import AUTOTUNE, Settings, settings
 from tfpipe.pipeline._source import Source, open_records, read_records, worker_files
@@ -320,6 +321,8 @@ def _compose_stages(s: Settings, builder: Any, ds: tf.data.Dataset, step: int | 
     """uint8 batches -> (pixel, for the stage report) compose: numbered from `step`."""
     wi, wc = worker
     num_classes = s.num_classes or src.num_classes
+    if s.task == "classification":  # free when the manifest records the label range
+        check_manifest_labels(src.label_stats, num_classes, s.label_offset, str(s.data_path))
     positioned = not (isinstance(step, int) and step == 0)
     batched = ds.enumerate(tf.cast(step, tf.int64)) if positioned else ds.enumerate()
     stages: list[tuple[str, tf.data.Dataset]] = []
