@@ -152,3 +152,61 @@ def test_adopt_out_links_classes_and_refusals(tfds_style, tmp_path):
     r = CliRunner().invoke(cli, ["adopt", str(bad)])
     assert r.exit_code != 0 and "train-1.tfrecord: record 0" in r.output
     assert "--salvage" in r.output
+
+
+TFDS_BLOCK = """data:
+  keys:
+    image: image
+    label: label
+    filename: file_name
+"""
+
+
+def test_inspect_tfds_style_suggests_keys(tfds_style):
+    """Before: no key table and no suggestion (and a directory without manifest.json
+    was refused: 'no manifest.json in ...')."""
+    import yaml
+
+    r = _run("inspect", tfds_style)
+    assert r.exit_code == 0, r.output
+    assert TFDS_BLOCK in r.output  # verbatim, ready to paste
+    for row in (("image", "string", "[]"), ("label", "int64", "[]"),
+                ("file_name", "string", "[]")):
+        assert any(all(c in line for c in row) for line in r.output.splitlines()), row
+    s = json.loads(_run("inspect", tfds_style, "--json").output)
+    assert yaml.safe_load(s["suggested_keys"]["yaml"]) == {
+        "data": {"keys": {"image": "image", "label": "label", "filename": "file_name"}}}
+    assert s["label_key"] == "label"
+    assert [(h["label"], h["count"]) for h in s["class_histogram"]] == [(0, 2), (1, 2), (2, 2)]
+
+
+def test_inspect_detection_tfds_od_api_and_generic(tmp_path):
+    import yaml
+
+    from tfpipe.records.suggest import features, suggest
+    from tfpipe.sample_data import make_jpeg_bytes
+
+    jpg = make_jpeg_bytes(1, seed=0, size_range=(16, 16))[0]
+    coco = [example(image=jpg, image__filename="a.jpg", objects__bbox=[0.1, 0.2, 0.5, 0.6] * k,
+                    objects__label=[3] * k) for k in (1, 2)]
+    s = suggest(features(coco), 2)
+    assert s.yaml() == ("data:\n  keys:\n    image: image\n    boxes: objects/bbox\n"
+                        "    box_format: yxyx\n    box_units: normalized\n"
+                        "    box_labels: objects/label\n    filename: image/filename\n")
+    od = [example(image__encoded=jpg, image__source_id="17", image__height=16,
+                  image__width=16, **{f"image__object__bbox__{c}": [0.5] for c in
+                                      ("xmin", "ymin", "xmax", "ymax")},
+                  image__object__class__label=[1])]
+    s = suggest(features(od), 1)
+    assert s.own and s.keys["boxes"] == {c: f"image/object/bbox/{c}"
+                                         for c in ("ymin", "xmin", "ymax", "xmax")}
+    assert yaml.safe_load(s.yaml())["data"]["keys"]["filename"] == "image/source_id"
+    # generic keys: the image by its magic bytes, the label-like int64 scalar, boxes noted
+    generic = [example(pixels=jpg, img_id=7 + i, cls=i % 2, bboxes=[3.0, 4.0, 30.0, 40.0],
+                       caption="a cat") for i in range(3)]
+    write(tmp_path / "mine.tfrecord", generic)
+    r = _run("inspect", str(tmp_path / "*.tfrecord"))
+    assert r.exit_code == 0, r.output
+    assert ("data:\n  keys:\n    image: pixels\n    label: cls\n    boxes: bboxes\n"
+            "    box_format: yxyx\n    box_units: pixels\n") in r.output
+    assert "order of the four numbers" in " ".join(r.output.split())
