@@ -94,3 +94,14 @@ def test_directory_without_shards_or_manifest(tmp_path):
     (tmp_path / "notes.txt").write_text("hi")
     with pytest.raises(InputError, match="no manifest.json and no TFRecord shards"):
         open_source(str(tmp_path))
+
+
+def test_inspect_defaults_to_a_split_the_files_name(tmp_path, cls_records):
+    """A glob of val shards alone (or one val shard): inspect shows 'val' rather than
+    failing on the default 'train'."""
+    from tfpipe.records import summarize
+
+    _write(tmp_path / "val-00000-of-00001.tfrecord", cls_records[:3])
+    for path in (str(tmp_path / "val-*"), str(tmp_path / "val-00000-of-00001.tfrecord")):
+        s = summarize(path, num_records=1)
+        assert s["split"] == "val" and s["splits"]["val"]["records"] == 3

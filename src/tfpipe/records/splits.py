@@ -137,3 +137,17 @@ def bare_shards(path: str, split: str) -> list[str]:
                          "manifest.json, a directory of shards or a glob of .tfrecord[.gz] "
                          "shards")
     return select_split(files, split, repr(path))
+
+
+def default_split(path: str) -> str:
+    """The split a tool shows when none is asked for, for a glob or a directory
+    of shards: ``train`` when some file is train (or names no split), else the
+    first split the files name (a glob of ``val-*`` shards: ``val``)."""
+    if os.path.isdir(path):
+        files = directory_shards(path)
+    else:
+        files = sorted(f for f in globlib.glob(path) if os.path.isfile(f))
+    named = {split_of(f) for f in files}
+    if not files or "train" in named or None in named:
+        return "train"
+    return sorted(s for s in named if s is not None)[0]

@@ -10,6 +10,7 @@ from tfpipe.errors import RecordError, tf_error_text
 from tfpipe.records.codec import decode_example
 from tfpipe.records.framing import iter_frames
 from tfpipe.records.source import open_source
+from tfpipe.records.splits import default_split
 from tfpipe.records.suggest import features, suggest
 
 LABEL_KEYS = ("image/class/label", "image/object/class/label")
@@ -117,6 +118,8 @@ def summarize(path: str | os.PathLike[str], split: str | None = None,
                 or os.path.basename(p) == MANIFEST_NAME:
             m = Manifest.load(p)
             split = "train" if "train" in m.splits else (sorted(m.splits) or ["train"])[0]
+        else:  # a glob, a directory of shards or one shard: the split its names say
+            split = default_split(p)
     src = open_source(p, split=split or "train")
     m = src.manifest
     warnings: list[str] = []
