@@ -219,6 +219,9 @@ def _source(s: Settings, split: str, worker: Any) -> tuple[Source, list[str], tu
         raise ConfigError(f"pipeline.batch_size: must be >= 1, got {s.batch_size}")
     wi, wc = _worker(worker)
     src = open_records(s.data_path, split, s.task)
+    if s.task == "classification":  # free when the manifest records the label range
+        check_manifest_labels(src.label_stats, s.num_classes or src.num_classes,
+                              s.label_offset, str(s.data_path))
     files, _ = worker_files(src.files, wi, wc, batch_size=s.batch_size)
     return src, files, (wi, wc)
 
@@ -321,8 +324,6 @@ def _compose_stages(s: Settings, builder: Any, ds: tf.data.Dataset, step: int | 
     """uint8 batches -> (pixel, for the stage report) compose: numbered from `step`."""
     wi, wc = worker
     num_classes = s.num_classes or src.num_classes
-    if s.task == "classification":  # free when the manifest records the label range
-        check_manifest_labels(src.label_stats, num_classes, s.label_offset, str(s.data_path))
     positioned = not (isinstance(step, int) and step == 0)
     batched = ds.enumerate(tf.cast(step, tf.int64)) if positioned else ds.enumerate()
     stages: list[tuple[str, tf.data.Dataset]] = []
