@@ -92,6 +92,9 @@ class DataConfig(_Model):
     normalize: Normalize = Field(default_factory=Normalize)
     label_format: Literal["index", "one_hot"] = "index"
     num_classes: Union[Int(1), None] = None  # type: ignore[valid-type]
+    # subtracted from every label in the graph: 1 for 1-based label sets
+    # (docs/own-records.md "Labels out of range"); 0 keeps the bytes as they were
+    label_offset: Int(0) = 0  # type: ignore[valid-type]
     eval_crop_fraction: Float(0.0, 1.0, lo_open=True) = 0.875  # type: ignore[valid-type]
     max_boxes: Int(1) = 100  # type: ignore[valid-type]
     dct_scaling: bool = True

@@ -68,6 +68,8 @@ def hashed_settings(s: Settings) -> dict[str, Any]:
         values.pop("features", None)
     if values.get("pixel_stage") == "host":  # the default: hashes from before the switch hold
         del values["pixel_stage"]
+    if values.get("label_offset") == 0:  # likewise for data.label_offset
+        del values["label_offset"]
     values["data_path"] = _norm_path(s.data_path)
     return json.loads(json.dumps(values, sort_keys=True, default=str))
 

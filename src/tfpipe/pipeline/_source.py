@@ -34,6 +34,8 @@ class Source:
     num_classes: int | None
     # `tf.io.parse_example` features of the named keys (`RecordSource.parse_spec`)
     parse_spec: Callable[[Iterable[str]], dict[str, Any]] | None = None
+    # the label range the manifest records ({key, min, max}: `tfpipe adopt`), or None
+    label_stats: dict[str, Any] | None = None
 
 
 def open_records(path: str | None, split: str, task: str) -> Source:
@@ -51,8 +53,9 @@ def open_records(path: str | None, split: str, task: str) -> Source:
     if not files:
         raise ManifestError(f"no {split!r} shards under {path!r}")
     names = list(src.class_names or [])
+    stats = src.manifest.source.get("labels") if src.manifest is not None else None
     return Source(files, src.tf_compression or None, src.parse, len(names) or None,
-                  src.parse_spec)
+                  src.parse_spec, stats if isinstance(stats, dict) else None)
 
 
 def worker_files(files: list[str], index: int, count: int, counts: list[int] | None = None,

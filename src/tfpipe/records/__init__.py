@@ -7,6 +7,7 @@ TensorFlow is imported only by the functions that need it.
 from __future__ import annotations
 
 from tfpipe.errors import ManifestError, RecordError, SchemaError
+from tfpipe.records.adopt import AdoptReport, adopt
 from tfpipe.records.codec import decode_example, encode_example, schema_from_example
 from tfpipe.records.framing import (
     FINDING_KINDS,
@@ -58,7 +59,7 @@ from tfpipe.records.writer import (
 )
 
 __all__ = [
-    "DEFAULT_SHARD_SIZE", "DatasetSalvageReport", "FINDING_KINDS", "MANIFEST_NAME", "SCHEMA_VERSION", "VERSION_KEY",
+    "AdoptReport", "adopt", "DEFAULT_SHARD_SIZE", "DatasetSalvageReport", "FINDING_KINDS", "MANIFEST_NAME", "SCHEMA_VERSION", "VERSION_KEY",
     "FeatureSpec", "Finding", "RecordSource", "SalvageReport", "VerifyReport", "Manifest", "ManifestError", "RecordError", "Schema",
     "SchemaError", "ShardEntry", "ShardInfo", "ShardedWriter", "SkippedInput", "SplitInfo",
     "classification_schema", "count_records", "decode_example", "describe_shard", "detection_schema",
