@@ -458,7 +458,7 @@ def scan_labels(s: Any, limit: int = LABEL_SCAN_LIMIT) -> tuple[list[str], int, 
     """Read the stored labels of the train split's first `limit` records:
     (problems naming shard, record, value, range and fix; records scanned; records
     in the split). Labels minus `data.label_offset` must lie in [0, num_classes)."""
-    from tfpipe.pipeline._labels import fix_text
+    from tfpipe.pipeline import label_fix_text as fix_text
     from tfpipe.records import decode_example, iter_frames, open_source
 
     src = open_source(s.data_path, split="train")

@@ -214,7 +214,7 @@ class AugmentConfig(_Model):
 # `to_dict()` leaves these keys out.
 _IMAGE_ONLY = {
     "data": ("task", "image_size", "channels", "output_dtype", "normalize", "label_format",
-             "num_classes", "eval_crop_fraction", "max_boxes", "dct_scaling"),
+             "num_classes", "eval_crop_fraction", "max_boxes", "dct_scaling", "label_offset"),
     "pipeline": ("materialized", "prefetch_to_device"),
     "augment": ("enable_rate", "pixel_stage", "geometry", "pixel", "batch"),
 }
