@@ -217,7 +217,7 @@ def _source(s: Settings, split: str, worker: Any) -> tuple[Source, list[str], tu
     if s.batch_size < 1:
         raise ConfigError(f"pipeline.batch_size: must be >= 1, got {s.batch_size}")
     wi, wc = _worker(worker)
-    src = open_records(s.data_path, split, s.task)
+    src = open_records(s.data_path, split, s.task, s.keys)
     files, _ = worker_files(src.files, wi, wc, batch_size=s.batch_size)
     return src, files, (wi, wc)
 
