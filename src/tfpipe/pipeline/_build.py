@@ -80,6 +80,8 @@ def _cache_path(s: Settings, split: str, files: list[str], worker: tuple[int, in
     keys = ("data_path", "task", "channels", "on_error")
     if what == "decoded":
         keys += ("image_size", "eval_crop_fraction", "max_boxes", "dct_scaling")
+    if s.keys is not None:  # a mapping changes what is parsed; without one, the names as before
+        keys += ("keys",)
     tag = s.fingerprint(*keys)
     stream = {
         # the record order: the interleave width as the reader resolves it
