@@ -11,6 +11,7 @@ images written with tfpipe's own keys through the same config.
 from __future__ import annotations
 
 import itertools
+import json
 import shutil
 from pathlib import Path
 
@@ -373,3 +374,20 @@ def test_own_records_page_examples(tfds_cls: Path, tfds_det: Path, foreign) -> N
                 "box_units": "normalized", "box_labels": "objects/label"}}
     row = lambda keys: ", ".join(f"`{k}: {v}`" for k, v in keys.items())  # noqa: E731
     assert row(derived["cls"]) in page and row(derived["det"]) in page
+
+
+def test_tfds_dataset_hash_follows_its_metadata(tfds_cls: Path, tmp_path: Path) -> None:
+    """The resume check's data identity (`tfpipe.train.dataset_hash`) of a TFDS dir
+    is its dataset_info.json (shardLengths, numBytes): a re-prepared dataset shows."""
+    from tfpipe.train import dataset_hash
+
+    d = tmp_path / "copy"
+    shutil.copytree(tfds_cls, d)
+    cfg = {"data": {"path": str(d)}}
+    before = dataset_hash(cfg)
+    assert before == dataset_hash({"data": {"path": str(tfds_cls)}})
+    info = d / "dataset_info.json"
+    meta = json.loads(info.read_text())
+    meta["splits"][0]["shardLengths"][0] = "1"  # a shard re-prepared with other records
+    info.write_text(json.dumps(meta))
+    assert dataset_hash(cfg) != before and before.startswith("manifest:")
