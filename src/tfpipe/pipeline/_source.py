@@ -13,10 +13,16 @@ from typing import Any, Callable, Iterable
 import tensorflow as tf
 
 from tfpipe.errors import ConfigError, ManifestError
-from tfpipe.pipeline._keys import BOX_KEYS, BOX_LABEL_KEY, IMAGE_KEY, LABEL_KEY, KeyedParse, resolve
+# tfpipe's own record keys (defined with the role mapping; the builders import them here)
+from tfpipe.pipeline._keys import (  # noqa: F401
+    BOX_KEYS,
+    BOX_LABEL_KEY,
+    IMAGE_KEY,
+    LABEL_KEY,
+    KeyedParse,
+    resolve,
+)
 from tfpipe.records import is_tfds_dir, open_source
-
-__all__ = ["BOX_KEYS", "BOX_LABEL_KEY", "IMAGE_KEY", "LABEL_KEY"]  # tfpipe's own record keys
 
 # A fixed interleave width when the config says auto or autotune: tf.data's AUTOTUNE cycle
 # length is the host's core count, which would make the sample order (and so every
