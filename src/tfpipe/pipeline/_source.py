@@ -13,12 +13,16 @@ from typing import Any, Callable, Iterable
 import tensorflow as tf
 
 from tfpipe.errors import ConfigError, ManifestError
-from tfpipe.records import open_source
-
-IMAGE_KEY = "image/encoded"
-LABEL_KEY = "image/class/label"
-BOX_KEYS = tuple(f"image/object/bbox/{k}" for k in ("ymin", "xmin", "ymax", "xmax"))
-BOX_LABEL_KEY = "image/object/class/label"
+# tfpipe's own record keys (defined with the role mapping; the builders import them here)
+from tfpipe.pipeline._keys import (  # noqa: F401
+    BOX_KEYS,
+    BOX_LABEL_KEY,
+    IMAGE_KEY,
+    LABEL_KEY,
+    KeyedParse,
+    resolve,
+)
+from tfpipe.records import is_tfds_dir, open_source
 
 # A fixed interleave width when the config says auto or autotune: tf.data's AUTOTUNE cycle
 # length is the host's core count, which would make the sample order (and so every
@@ -38,24 +42,37 @@ class Source:
     label_stats: dict[str, Any] | None = None
 
 
-def open_records(path: str | None, split: str, task: str) -> Source:
+def open_records(path: str | None, split: str, task: str,
+                 keys: dict[str, Any] | None = None) -> Source:
     """Shards of `split` under `path` via `tfpipe.records.open_source` (manifest-checked).
 
     Shards that are missing or differ in size from the manifest stay in the list:
     the reader decides by `pipeline.on_error` (`read_records`: refused by name
-    under `raise`, read as far as they can be and reported under `skip`)."""
+    under `raise`, read as far as they can be and reported under `skip`).
+    `keys` (`data.keys`) or a TFDS-prepared directory's own mapping: the parse
+    reads the record's keys and hands out tfpipe's (`_keys.KeyedParse`)."""
     if not path:
         raise ConfigError("data.path: not set; point it at a converted dataset directory "
                           "or a shard glob (tfpipe convert SRC OUT)")
-    required = [IMAGE_KEY] + ([*BOX_KEYS] if task == "detection" else [])
+    foreign = bool(keys) or is_tfds_dir(path)
+    required = None if foreign else [IMAGE_KEY] + ([*BOX_KEYS] if task == "detection" else [])
     src = open_source(path, split=split, required=required, check_files=False)
     files = list(src.files)
     if not files:
         raise ManifestError(f"no {split!r} shards under {path!r}")
     names = list(src.class_names or [])
-    stats = src.manifest.source.get("labels") if src.manifest is not None else None
-    return Source(files, src.tf_compression or None, src.parse, len(names) or None,
-                  src.parse_spec, stats if isinstance(stats, dict) else None)
+    source = src.manifest.source if src.manifest is not None else {}
+    stats = source.get("labels")
+    stats = stats if isinstance(stats, dict) else None
+    derived = source.get("keys") if source.get("format") == "tfds" else None
+    plan = resolve(keys, derived, src.schema, task, f"{path} (split {split!r})") \
+        if foreign else None
+    if plan is None:
+        return Source(files, src.tf_compression or None, src.parse, len(names) or None,
+                      src.parse_spec, stats)
+    parse = KeyedParse(plan)
+    return Source(files, src.tf_compression or None, parse, len(names) or None,
+                  parse.parse_spec, stats)
 
 
 def worker_files(files: list[str], index: int, count: int, counts: list[int] | None = None,

@@ -48,6 +48,7 @@ from tfpipe.records.source import (
     shard_sizes,
 )
 from tfpipe.records.summary import record_summary, summarize
+from tfpipe.records.tfds_dir import is_tfds_dir, load_manifest, tfds_manifest
 from tfpipe.records.verify import VerifyReport, verify
 from tfpipe.records.writer import (
     DEFAULT_SHARD_SIZE,
@@ -63,8 +64,8 @@ __all__ = [
     "FeatureSpec", "Finding", "RecordSource", "SalvageReport", "VerifyReport", "Manifest", "ManifestError", "RecordError", "Schema",
     "SchemaError", "ShardEntry", "ShardInfo", "ShardedWriter", "SkippedInput", "SplitInfo",
     "classification_schema", "count_records", "decode_example", "describe_shard", "detection_schema",
-    "encode_example", "encode_frame", "infer_schema", "is_jpeg", "jpeg_damage", "known_feature", "iter_frames", "masked_crc32c",
+    "encode_example", "encode_frame", "infer_schema", "is_jpeg", "is_tfds_dir", "jpeg_damage", "known_feature", "iter_frames", "load_manifest", "masked_crc32c",
     "open_source", "parse_size", "record_summary", "salvage", "salvage_dataset", "summarize",
     "verify", "scan", "scan_file", "schema_from_example", "shard_name", "shard_entries", "shard_problems",
-    "shard_record_counts", "shard_sizes", "write_shard",
+    "shard_record_counts", "shard_sizes", "tfds_manifest", "write_shard",
 ]

@@ -20,6 +20,7 @@ from tfpipe.records.framing import count_records, detect_compression, iter_frame
 from tfpipe.records.manifest import MANIFEST_NAME, Manifest, ShardEntry
 from tfpipe.records.splits import bare_shards
 from tfpipe.records.schema import SCHEMA_VERSION, VERSION_KEY, FeatureSpec, Schema, known_feature
+from tfpipe.records.tfds_dir import is_tfds_dir, load_manifest
 
 Required = Iterable["str | FeatureSpec"] | Schema | None
 
@@ -112,9 +113,10 @@ class RecordSource:
 
 def _resolve(path: str, split: str, check_files: bool = True
              ) -> tuple[list[str], Manifest | None, str | None]:
-    if (os.path.isdir(path) and os.path.isfile(os.path.join(path, MANIFEST_NAME))) \
+    if (os.path.isdir(path) and (os.path.isfile(os.path.join(path, MANIFEST_NAME))
+                                 or is_tfds_dir(path))) \
             or os.path.basename(path) == MANIFEST_NAME:
-        manifest = Manifest.load(path)
+        manifest = load_manifest(path)  # manifest.json, or made from a TFDS dir's metadata
         directory = path if os.path.isdir(path) else os.path.dirname(path)
         files = manifest.shard_paths(directory, split)
         if not files:
@@ -227,10 +229,11 @@ def _manifest_entries(files: Iterable[str | os.PathLike[str]]) -> dict[str, Shar
         by_dir.setdefault(os.path.dirname(os.path.abspath(p)), []).append(p)
     out: dict[str, ShardEntry] = {}
     for directory, paths in by_dir.items():
-        if not os.path.isfile(os.path.join(directory, MANIFEST_NAME)):
+        if not os.path.isfile(os.path.join(directory, MANIFEST_NAME)) \
+                and not is_tfds_dir(directory):
             continue
         try:
-            manifest = Manifest.load(directory)
+            manifest = load_manifest(directory)
         except ManifestError:
             continue
         listed: dict[str, ShardEntry] = {}
