@@ -391,3 +391,23 @@ def test_tfds_dataset_hash_follows_its_metadata(tfds_cls: Path, tmp_path: Path) 
     meta["splits"][0]["shardLengths"][0] = "1"  # a shard re-prepared with other records
     info.write_text(json.dumps(meta))
     assert dataset_hash(cfg) != before and before.startswith("manifest:")
+
+
+def test_check_and_inspect_read_a_tfds_dir(tfds_cls: Path) -> None:
+    """`tfpipe check` compares a TFDS directory's shards with its metadata's counts and
+    scans its labels under TFDS's key (before: records skipped, 'no manifest.json'),
+    and `tfpipe inspect` reads its splits from the metadata."""
+    from click.testing import CliRunner
+
+    from tfpipe.cli.main import cli
+
+    res = CliRunner().invoke(cli, ["check", "imagenet", "--set", f"data.path={tfds_cls}",
+                                   "--set", "data.image_size=[24,24]",
+                                   "--set", "pipeline.batch_size=4",
+                                   "--only", "records", "--only", "labels"])
+    assert res.exit_code == 0, res.output
+    assert f"every record the manifest lists is read (train {N_TRAIN} of {N_TRAIN}" \
+        in res.output, res.output
+    res = CliRunner().invoke(cli, ["inspect", str(tfds_cls), "--json"])
+    assert res.exit_code == 0, res.output
+    assert str(N_TRAIN) in res.output

@@ -336,13 +336,13 @@ def check_records(ctx: Context) -> CheckResult:
     s = ctx.settings
     from tfpipe.errors import ManifestError
     from tfpipe.pipeline import build_stages, framing_losses, reset_skipped_counts
-    from tfpipe.records import Manifest, scan_file
+    from tfpipe.records import load_manifest, scan_file
 
     missing = _missing_data_path(str(s.data_path))
     if missing:
         return CheckResult(name, False, missing)
-    try:
-        manifest = Manifest.load(s.data_path)
+    try:  # manifest.json, or the one a TFDS-prepared directory's metadata gives
+        manifest = load_manifest(s.data_path)
     except ManifestError as exc:
         return CheckResult(name, True, f"no manifest to compare with ({str(exc)[:120]})",
                            skipped=True)
@@ -462,8 +462,11 @@ def scan_labels(s: Any, limit: int = LABEL_SCAN_LIMIT) -> tuple[list[str], int, 
     from tfpipe.records import decode_example, iter_frames, open_source
 
     src = open_source(s.data_path, split="train")
-    stats = src.manifest.source.get("labels") if src.manifest is not None else None
-    key = stats.get("key") if isinstance(stats, dict) else None
+    source = src.manifest.source if src.manifest is not None else {}
+    stats = source.get("labels")
+    derived = source.get("keys") if source.get("format") == "tfds" else None
+    key = (s.keys or {}).get("label") or (derived or {}).get("label")
+    key = key or (stats.get("key") if isinstance(stats, dict) else None)
     key = key or ("image/class/label" if "image/class/label" in src.schema else "label")
     n = s.num_classes or len(src.class_names) or None
     off = s.label_offset

@@ -112,11 +112,12 @@ def summarize(path: str | os.PathLike[str], split: str | None = None,
     """Schema, counts per split, class histogram and the first records of a dataset."""
     p = os.fspath(path)
     if split is None:
-        from tfpipe.records.manifest import MANIFEST_NAME, Manifest
+        from tfpipe.records.manifest import MANIFEST_NAME
+        from tfpipe.records.tfds_dir import is_tfds_dir, load_manifest
 
-        if os.path.isfile(os.path.join(p, MANIFEST_NAME)) \
+        if os.path.isfile(os.path.join(p, MANIFEST_NAME)) or is_tfds_dir(p) \
                 or os.path.basename(p) == MANIFEST_NAME:
-            m = Manifest.load(p)
+            m = load_manifest(p)
             split = "train" if "train" in m.splits else (sorted(m.splits) or ["train"])[0]
         else:  # a glob, a directory of shards or one shard: the split its names say
             split = default_split(p)
