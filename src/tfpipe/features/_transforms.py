@@ -192,6 +192,13 @@ class FeatureTransforms(keras.layers.Layer):
         cols: dict[str, tuple[tf.Tensor, tf.Tensor]] = {}
         for c, spec in self.raw_spec.items():
             cols[c] = split_missing(raw[c], raw.get(c + MISSING_SUFFIX), spec.dtype, c)
+        # One static batch size for every column: a nullable column comes out of
+        # parse_example as [None] where a fixed one is [B] (drop_remainder), and
+        # a cross of the two must see equal shapes (issue #26 item 7)
+        known = [v.shape[0] for v, _ in cols.values() if v.shape[0] is not None]
+        if known:
+            cols = {c: (tf.ensure_shape(v, [known[0]]), tf.ensure_shape(m, [known[0]]))
+                    for c, (v, m) in cols.items()}
         out: dict[str, tf.Tensor] = {}
         for p in self._plans:
             out.update(p.apply(cols))
