@@ -47,14 +47,21 @@ def datasets(tmp_path_factory):
     shutil.copytree(clean, damaged)
     bad_files = Manifest.load(damaged).shard_paths(damaged, "train")
     records = [shard_records(f) for f in files]
-    # frame: 8-byte length, 4-byte CRC, data, 4-byte CRC; flip the record's first data byte
-    offset = sum(12 + len(r) + 4 for r in records[DAMAGED_SHARD][:DAMAGED_RECORD])
-    with open(bad_files[DAMAGED_SHARD], "r+b") as f:
+    offset = damage(bad_files[DAMAGED_SHARD], records[DAMAGED_SHARD], DAMAGED_RECORD)
+    return clean, files, damaged, bad_files, records, offset
+
+
+def damage(path: str, records: list[bytes], k: int) -> int:
+    """Flip the first data byte of record `k` of shard `path` (its data CRC no longer
+    matches; same size); returns the record's frame offset. A frame: 8-byte length,
+    4-byte CRC, data, 4-byte CRC."""
+    offset = sum(12 + len(r) + 4 for r in records[:k])
+    with open(path, "r+b") as f:
         f.seek(offset + 12)
         byte = f.read(1)
         f.seek(offset + 12)
         f.write(bytes([byte[0] ^ 0xFF]))
-    return clean, files, damaged, bad_files, records, offset
+    return offset
 
 
 def test_intact_shards_read_in_the_interleave_order(datasets):
@@ -97,3 +104,27 @@ def test_build_pipeline_skip_counts_and_raise_names_shard_and_offset(datasets):
         for _ in build_pipeline(cfg(damaged, "raise")):
             pass
     assert shard in str(err.value) and f"at byte {offset}" in str(err.value)
+
+
+@pytest.mark.skipif(not native_tfrecord.available(), reason="resync needs the native library")
+def test_a_shard_damaged_after_the_build_time_walk_follows_on_error(datasets, tmp_path):
+    """Issue #26 item 2: the build-time walk found the shard intact, so it was read by
+    the stock reader alone, and damage made after build_pipeline returned ended the
+    run with TF's DataLossError. Now skip counts it and fills the pass; raise names
+    the shard and byte offset."""
+    clean, _, _, _, records, _ = datasets
+    later = str(tmp_path / "ctr")
+    shutil.copytree(clean, later)
+    files = Manifest.load(later).shard_paths(later, "train")
+    reset_skipped_counts()
+    skip = build_pipeline(cfg(later, "skip"))
+    strict = build_pipeline(cfg(later, "raise"))
+    offset = damage(files[DAMAGED_SHARD], records[DAMAGED_SHARD], DAMAGED_RECORD)
+    batches = sum(1 for _ in skip)
+    assert batches == int(skip.cardinality())
+    assert skipped_counts() == {files[DAMAGED_SHARD]: 1}
+    assert framing_losses()[files[DAMAGED_SHARD]]["offset"] == offset
+    with pytest.raises(tf.errors.InvalidArgumentError) as err:
+        for _ in strict:
+            pass
+    assert files[DAMAGED_SHARD] in str(err.value) and f"at byte {offset}" in str(err.value)
