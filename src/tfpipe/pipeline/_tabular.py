@@ -134,6 +134,15 @@ class Tabular:
         label = parsed.pop(self.label)
         return self.transforms(parsed), label
 
+    def _parse_function(self) -> Any:
+        """`parse` as one traced function that the guard's three maps call (three
+        inlined copies of the transforms made each pass's start ~2x slower)."""
+        if getattr(self, "_parse_fn", None) is None:
+            self._parse_fn = tf.function(
+                tf.autograph.experimental.do_not_convert(self.parse),
+                input_signature=[tf.TensorSpec([None], tf.string)], autograph=False)
+        return self._parse_fn
+
     def guarded(self, keys: tf.Tensor, serialized: tf.Tensor) -> tf.data.Dataset:
         """One batch -> one element `(features, label, bad keys)`: `parse` of the
         whole batch; only when that fails (a record that is no Example, a value
@@ -141,7 +150,7 @@ class Tabular:
         alone to find the bad ones, and the rest are parsed as one batch. Graph
         ops only: a failed map is dropped by `ignore_errors`, and the per-record
         pass runs only when it was (`take(1)` never opens what it does not need)."""
-        parse = tf.autograph.experimental.do_not_convert(self.parse)
+        parse = self._parse_function()
         none = tf.zeros([0], tf.int64)
         whole = tf.data.Dataset.from_tensors(serialized).map(
             lambda r: (*parse(r), none)).ignore_errors()
