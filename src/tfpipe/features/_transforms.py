@@ -115,8 +115,21 @@ def split_missing(value: Any, mask: Any, dtype: tf.DType, column: str
     """(dense [B] values, bool [B] missing) of one raw column (see module doc)."""
     zero = tf.constant("" if dtype == tf.string else 0, dtype)
     if isinstance(value, tf.SparseTensor):
-        value = tf.RaggedTensor.from_sparse(value)
-    if isinstance(value, tf.RaggedTensor):
+        # straight from parse_example's sparse output (no ragged detour): values
+        # per row counted, then each row's value at column 0 of a [B, 1] dense
+        rows = value.indices[:, 0]
+        n = value.dense_shape[0]
+        counts = tf.math.unsorted_segment_sum(tf.ones_like(rows), rows, n)
+        check = tf.debugging.assert_less_equal(
+            counts, tf.ones_like(counts),
+            message=f"column {column!r}: a row holds more than one value (list columns "
+                    "are not transformable; one value or null per row)")
+        with tf.control_dependencies([check]):
+            missing = tf.equal(counts, 0)
+            one = tf.SparseTensor(tf.stack([rows, tf.zeros_like(rows)], 1), value.values,
+                                  tf.stack([n, tf.constant(1, tf.int64)]))
+        value = tf.reshape(tf.sparse.to_dense(one, default_value=zero), [-1])
+    elif isinstance(value, tf.RaggedTensor):
         lengths = value.row_lengths()
         check = tf.debugging.assert_less_equal(
             lengths, tf.ones_like(lengths),
