@@ -265,8 +265,8 @@ def foreign(tmp_path_factory) -> tuple[str, str]:
         for c, k in enumerate(("ymin", "xmin", "ymax", "xmax")):
             own[f"image/object/bbox/{k}"] = norm[:, c]
         ours.append(_example(own))
-    return (_write(root / "theirs" / "train-00000-of-00001.tfrecord", theirs),
-            _write(root / "ours" / "train-00000-of-00001.tfrecord", ours))
+    return (_write(root / "theirs" / "val-00000-of-00001.tfrecord", theirs),
+            _write(root / "ours" / "val-00000-of-00001.tfrecord", ours))
 
 
 KEYS = {"image": "img", "label": "cls", "boxes": "bb", "box_format": "xyxy",
@@ -354,7 +354,7 @@ def test_own_records_page_examples(tfds_cls: Path, tfds_det: Path, foreign) -> N
     from tfpipe.records import schema_from_example, tfds_manifest
 
     page = (Path(__file__).resolve().parents[2] / "docs" / "own-records.md").read_text()
-    ours = page.split("\n## Globs and plain directories")[0]  # later sections: helper recs
+    ours = page.split("\n## Shards from another tool")[0]  # later sections: shards, globs, adopt
     configs = [load_config(yaml.safe_load(b)) for b in re.findall(r"```yaml\n(.*?)```", ours,
                                                                   re.S)]
     assert len(configs) == 7

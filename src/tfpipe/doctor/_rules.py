@@ -436,10 +436,22 @@ def no_interleave(ctx: Context) -> Iterator[Finding]:
             if reader is None:
                 continue
             files = _file_count(ctx, ctx.graph.nodes[node.inputs[0]] if node.inputs else None)
+            cycle = ctx.graph.const_int(node, "cycle_length")
             if node.op in O.PARALLEL_INTERLEAVE_OPS:
-                cycle = ctx.graph.const_int(node, "cycle_length")
                 npc = ctx.graph.const_int(node, "num_parallel_calls")
                 sequential = cycle == 1 or npc == 1
+            elif node.op in O.INTERLEAVE_OPS and cycle is not None and cycle > 1:
+                # files taken in turn on one thread: the order mixes files; for local,
+                # page-cached small records this is faster than reader threads (the
+                # tabular reader does it, docs/tabular.md), so it is a note, not a warning
+                yield ctx.finding(
+                    "no-interleave", node,
+                    f"{reader} files are read {cycle} at a time in turn, on one thread.",
+                    "Fine for local, small records; for remote storage or large records "
+                    "read in parallel: interleave(..., num_parallel_calls=AUTOTUNE).",
+                    function=function_display_name(node.main_function or ""),
+                    severity="info")
+                continue
             else:
                 sequential = True
         if reader is None:
