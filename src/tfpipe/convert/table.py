@@ -187,13 +187,10 @@ class _RowReader:
                     yield batch.take(local[lo:hi] - start)
                 start += batch.num_rows
 
-    def items(self, rows: np.ndarray, sizes: np.ndarray) -> Iterator[Item]:
-        """The Items of `rows` (table row indices), in that order: what enumerating the
-        whole table in memory gave for them (key, size, [index, payload], name)."""
+    def _gathered(self, rows: np.ndarray) -> tuple[Any, np.ndarray]:
+        """(Arrow table holding `rows`, position in it of each of `rows`)."""
         import pyarrow as pa
 
-        if len(rows) == 0:
-            return
         order = np.argsort(rows, kind="stable")
         ascending = rows[order]
         block_of = np.searchsorted(self.offsets, ascending, side="right") - 1
@@ -205,6 +202,24 @@ class _RowReader:
         table = pa.Table.from_batches(list(self._blocks(wanted)))
         at = np.empty(len(rows), dtype=np.int64)  # position in `table` of rows[k]
         at[order] = np.arange(len(rows))
+        return table, at
+
+    def batches(self, rows: np.ndarray, chunk: int | None = None) -> Iterator[Any]:
+        """RecordBatches of `rows` (table row indices), in that order, at most `chunk`
+        (default BATCH_ROWS) rows each."""
+        if len(rows) == 0:
+            return
+        chunk = chunk or BATCH_ROWS
+        table, at = self._gathered(rows)
+        for start in range(0, len(rows), chunk):
+            yield from table.take(at[start:start + chunk]).to_batches()
+
+    def items(self, rows: np.ndarray, sizes: np.ndarray) -> Iterator[Item]:
+        """The Items of `rows` (table row indices), in that order: what enumerating the
+        whole table in memory gave for them (key, size, [index, payload], name)."""
+        if len(rows) == 0:
+            return
+        table, at = self._gathered(rows)
         for start in range(0, len(rows), 4096):
             part = table.take(at[start:start + 4096]).to_pylist()
             indices = rows[start:start + 4096].tolist()
@@ -222,6 +237,105 @@ class _RowReader:
         payload = {c: (None if row[c] is None else _to_feature(row[c], self.dtypes[c]))
                    for c in self.columns}
         return Item(f"row:{index}", size, [index, payload], name)
+
+
+def _stored_column(arr: Any, dtype: str) -> Any:
+    """`arr` in its stored Arrow type (int64, float32, binary, lists of those) holding
+    the values `_to_feature` gives row by row, or None when only that row-by-row
+    path knows the values (nested or temporal lists, nulls inside lists, integers
+    beyond int64: it then writes or rejects them as it always did)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    if isinstance(arr, pa.ChunkedArray):
+        arr = arr.combine_chunks()
+    if pa.types.is_dictionary(arr.type):
+        arr = arr.dictionary_decode()
+    t = arr.type
+    is_list = pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t)
+    inner = t.value_type if is_list else t
+    if pa.types.is_dictionary(inner):
+        return None
+    target = {"int64": pa.int64(), "float32": pa.float32(), "string": pa.binary()}[dtype]
+    if is_list:
+        if arr.flatten().null_count:
+            return None  # today's per-row semantics (tabconv's normalization owns these)
+        ok = {"int64": lambda x: pa.types.is_integer(x) or pa.types.is_boolean(x),
+              "float32": pa.types.is_floating,
+              "string": lambda x: (pa.types.is_string(x) or pa.types.is_binary(x)
+                                   or pa.types.is_large_string(x)
+                                   or pa.types.is_large_binary(x))}[dtype]
+        if not ok(inner):
+            return None
+        if pa.types.is_fixed_size_list(t):
+            new = pa.list_(target, t.list_size)
+        elif pa.types.is_large_list(t):
+            new = pa.large_list(target)
+        else:
+            new = pa.list_(target)
+        try:
+            return arr if new == t else pc.cast(arr, new, safe=dtype != "float32")
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+            return None
+    if dtype == "string" and (pa.types.is_string(t) or pa.types.is_binary(t)
+                              or pa.types.is_large_string(t) or pa.types.is_large_binary(t)):
+        return arr
+    if (dtype == "int64" and (pa.types.is_integer(t) or pa.types.is_boolean(t))) or (
+            dtype == "float32" and pa.types.is_floating(t)):
+        try:
+            # float64 -> float32 rounds to nearest, overflow to +-inf: struct.pack's
+            # value in _wire._float32 (tests/convert/test_columnar_table.py).
+            return arr if t == target else pc.cast(arr, target, safe=dtype != "float32")
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+            return None
+    # Dates, times, decimals, null columns: the per-row conversion, one column at a time.
+    values = [None if v is None else _to_feature(v, dtype) for v in arr.to_pylist()]
+    try:
+        if dtype == "float32":
+            return pc.cast(pa.array(values, pa.float64()), target, safe=False)
+        return pa.array(values, target)
+    except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError, TypeError):
+        return None
+
+
+def _stored_batch(batch: Any, dtypes: dict[str, str]) -> Any:
+    """`batch` with every column in its stored type (`_stored_column`), or None."""
+    import pyarrow as pa
+
+    arrays = []
+    for name, column in zip(batch.schema.names, batch.columns):
+        stored = _stored_column(column, dtypes[name])
+        if stored is None:
+            return None
+        arrays.append(stored)
+    return pa.RecordBatch.from_arrays(arrays, names=batch.schema.names)
+
+
+def _payload_batch(items: Sequence[Item], columns: list[str], dtypes: dict[str, str]) -> Any:
+    """The rows of Items (payloads in feature form, as the Beam runner's plan files
+    carry them) as a batch of list columns in stored types, or None."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    arrays = []
+    for name in columns:
+        dtype = dtypes[name]
+        rows = []
+        for item in items:
+            v = item.payload[1][name]
+            rows.append([] if v is None else (list(v) if isinstance(v, (list, tuple)) else [v]))
+        try:
+            if dtype == "float32":
+                arr = pc.cast(pa.array(rows, pa.list_(pa.float64())),
+                              pa.list_(pa.float32()), safe=False)
+            else:
+                arr = pa.array(rows, pa.list_(pa.int64() if dtype == "int64" else pa.binary()))
+        except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError, TypeError):
+            return None
+        if arr.flatten().null_count:
+            return None
+        arrays.append(arr)
+    return pa.RecordBatch.from_arrays(arrays, names=columns)
 
 
 class TableRows(Sequence[Item]):
@@ -565,6 +679,59 @@ class TableSource(Source):
     def settings(self) -> dict[str, Any]:
         return {"format": self.kind, "image_column": self.image_column,
                 "label_column": self.label_column}
+
+    def encoded_frames(self, shard: ShardPlan, schema: Schema) -> Iterator[tuple[Any, int]] | None:
+        """The TFRecord frames of `shard`'s rows, columnar (`tfpipe.records.columnar`):
+        (bytes-like, record count) pairs, the bytes `encode_values` + `encode_example`
+        give row by row; None when rows need that path (an image column: files to
+        read, rows that can go bad). A batch the columnar path cannot take (see
+        `_stored_column`) is encoded row by row in place."""
+        if self.image_column is not None:
+            return None
+        from tfpipe.records import ColumnarEncoder
+
+        encoder = ColumnarEncoder(schema)
+
+        def row_by_row(items: Sequence[Item]) -> tuple[bytes, int]:
+            from tfpipe.records import encode_example, encode_frame
+
+            return b"".join(encode_frame(encode_example(self.encode_values(it)[0], schema))
+                            for it in items), len(items)
+
+        def columnar(stored: Any) -> list[Any] | None:
+            if stored is None:
+                return None
+            try:
+                return encoder.frames(stored)
+            except TypeError:  # e.g. a fixed feature missing a value: the row path says
+                return None
+
+        def frames() -> Iterator[tuple[Any, int]]:
+            items = shard.items
+            if isinstance(items, TableRows):
+                reader = items.reader
+                start = 0
+                for batch in reader.batches(items.rows):
+                    n = batch.num_rows
+                    stored = _stored_batch(batch, self._dtypes)
+                    bufs = columnar(stored)
+                    if bufs is None:
+                        yield row_by_row(list(reader.items(items.rows[start:start + n],
+                                                           items.sizes[start:start + n])))
+                    else:
+                        yield from ((buf, n if k == 0 else 0) for k, buf in enumerate(bufs))
+                    start += n
+                return
+            # Items with payloads (the Beam runner's plan files): columnar too.
+            for start in range(0, len(items), BATCH_ROWS):
+                part = items[start:start + BATCH_ROWS]
+                bufs = columnar(_payload_batch(part, self.columns, self._dtypes))
+                if bufs is None:
+                    yield row_by_row(part)
+                else:
+                    yield from ((buf, len(part) if k == 0 else 0) for k, buf in enumerate(bufs))
+
+        return frames()
 
     def encode_values(self, item: Item) -> tuple[dict[str, Any], dict[str, int]]:
         index, row = item.payload
