@@ -1,6 +1,7 @@
 """Table conversion encodes column by column (tfpipe.records.columnar) with the same
-bytes as the row-by-row path: every file of the output, several batches per shard,
-both the local runner's row indices and the Beam runner's payload Items."""
+bytes as the row-by-row path: every file of the output (the manifest holds the plan
+digest, also hashed from Arrow now), several batches per shard, both the local
+runner's row indices and the Beam runner's payload Items."""
 
 from __future__ import annotations
 
@@ -47,6 +48,10 @@ def test_columnar_conversion_equals_row_by_row(rich_parquet, tmp_path, monkeypat
         return frames(self, batch)
 
     monkeypatch.setattr(ColumnarEncoder, "frames", spy)
+    digested = []
+    json_rows = columnar.json_rows
+    monkeypatch.setattr(columnar, "json_rows",
+                        lambda batch, rows: digested.append(len(rows)) or json_rows(batch, rows))
     monkeypatch.setattr(table_mod, "BATCH_ROWS", 97)  # several batches per shard
     kwargs = dict(split="train=0.7,val=0.3", shard_size="80KB", seed=5, workers=1,
                   stats=True, stats_quantiles=5)
@@ -55,7 +60,10 @@ def test_columnar_conversion_equals_row_by_row(rich_parquet, tmp_path, monkeypat
     shards = sum(len(info.shards) for info in fast.splits.values())
     assert all(native for native, _ in calls) and max(n for _, n in calls) <= 97
     assert len(calls) > shards > 2
+    assert sum(digested) == 900  # the plan digest, from Arrow in C too
+    # The row-by-row path: encode_example per row, canonical_json per row.
     monkeypatch.setattr(table_mod.TableSource, "encoded_frames", lambda *a: None)
+    monkeypatch.delattr(table_mod.TableRows, "digest_into")
     convert(rich_parquet, tmp_path / "rows", **kwargs)
     assert _files(tmp_path / "fast") == _files(tmp_path / "rows")
 

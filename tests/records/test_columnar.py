@@ -96,3 +96,33 @@ def test_columns_not_in_stored_types_are_refused_by_name(table_schema) -> None:
     nulls = pa.table({"x": pa.array([1, None], pa.int64())}).to_batches()[0]
     with pytest.raises(TypeError, match="column 'x'.*fixed"):
         ColumnarEncoder(Schema([FeatureSpec("x", "int64", [], "fixed")])).frames(nulls)
+
+
+def test_json_rows_equal_canonical_json_floats_ints_bytes_nulls() -> None:
+    """The plan digest's lines: Python's float repr (powers of two, subnormals, random
+    bit patterns, nan/inf), int64 extremes, bytes as hex, nulls, lists."""
+    import struct
+
+    from tfpipe.convert._plan import canonical_json
+
+    if columnar.library() is None:
+        pytest.skip(f"no C encoder here: {columnar.reason()}")
+    rng = np.random.default_rng(2)
+    floats = [2.0 ** k for k in range(-1074, 1024, 3)] + [-(2.0 ** k) * 3 for k in range(-900, 900, 11)]
+    floats += [0.0, -0.0, float("nan"), float("inf"), -float("inf"), 1e16, 1e15, 1e-4, 1e-5, 0.1,
+               5e-324, 1.7976931348623157e308, 123456789012345678.0]
+    floats += [float(np.float32(v)) for v in rng.normal(0, 100, 500)]
+    floats += [struct.unpack("<d", rng.bytes(8))[0] for _ in range(3000)]
+    n = len(floats)
+    batch = pa.record_batch([
+        pa.array(floats, pa.float64()),
+        pa.array([[int(x) for x in rng.integers(-2**63, 2**63 - 1, i % 3, dtype=np.int64)]
+                  if i % 11 else None for i in range(n)], pa.list_(pa.int64())),
+        pa.array([bytes(rng.integers(0, 256, i % 5, dtype=np.uint8)) if i % 7 else None
+                  for i in range(n)], pa.binary()),
+        pa.array([[float(i), -0.5] for i in range(n)], pa.list_(pa.float64(), 2)),
+    ], names=["zé", "a", "B", "ünï/kéy"])
+    rows = np.arange(n) * 3 + 5
+    want = "".join(canonical_json([f"row:{i}", [i, row]]) + "\n"
+                   for i, row in zip(rows.tolist(), batch.to_pylist()))
+    assert columnar.json_rows(batch, rows) == want.encode()

@@ -239,11 +239,14 @@ class _RowReader:
         return Item(f"row:{index}", size, [index, payload], name)
 
 
-def _stored_column(arr: Any, dtype: str) -> Any:
+def _stored_column(arr: Any, dtype: str, digest: bool = False) -> Any:
     """`arr` in its stored Arrow type (int64, float32, binary, lists of those) holding
     the values `_to_feature` gives row by row, or None when only that row-by-row
     path knows the values (nested or temporal lists, nulls inside lists, integers
-    beyond int64: it then writes or rejects them as it always did)."""
+    beyond int64: it then writes or rejects them as it always did).
+
+    `digest`: the payload's values instead (what the plan digest hashes): floats
+    stay float64 (Python floats, before the float32 encoding) and text is binary."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
@@ -256,7 +259,12 @@ def _stored_column(arr: Any, dtype: str) -> Any:
     inner = t.value_type if is_list else t
     if pa.types.is_dictionary(inner):
         return None
-    target = {"int64": pa.int64(), "float32": pa.float32(), "string": pa.binary()}[dtype]
+    target = {"int64": pa.int64(), "float32": pa.float64() if digest else pa.float32(),
+              "string": pa.binary()}[dtype]
+    if digest and dtype == "string" and not is_list and not pa.types.is_binary(t) and (
+            pa.types.is_string(t) or pa.types.is_large_string(t)
+            or pa.types.is_large_binary(t)):
+        return pc.cast(arr, target)
     if is_list:
         if arr.flatten().null_count:
             return None  # today's per-row semantics (tabconv's normalization owns these)
@@ -274,7 +282,7 @@ def _stored_column(arr: Any, dtype: str) -> Any:
         else:
             new = pa.list_(target)
         try:
-            return arr if new == t else pc.cast(arr, new, safe=dtype != "float32")
+            return arr if new == t else pc.cast(arr, new, safe=dtype != "float32" or digest)
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
             return None
     if dtype == "string" and (pa.types.is_string(t) or pa.types.is_binary(t)
@@ -285,7 +293,8 @@ def _stored_column(arr: Any, dtype: str) -> Any:
         try:
             # float64 -> float32 rounds to nearest, overflow to +-inf: struct.pack's
             # value in _wire._float32 (tests/convert/test_columnar_table.py).
-            return arr if t == target else pc.cast(arr, target, safe=dtype != "float32")
+            return arr if t == target else pc.cast(arr, target,
+                                                   safe=dtype != "float32" or digest)
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
             return None
     # Dates, times, decimals, null columns: the per-row conversion, one column at a time.
@@ -293,18 +302,18 @@ def _stored_column(arr: Any, dtype: str) -> Any:
     try:
         if dtype == "float32":
             return pc.cast(pa.array(values, pa.float64()), target, safe=False)
-        return pa.array(values, target)
+        return pa.array(values, target)  # float64 for the digest: Python's floats
     except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError, TypeError):
         return None
 
 
-def _stored_batch(batch: Any, dtypes: dict[str, str]) -> Any:
+def _stored_batch(batch: Any, dtypes: dict[str, str], digest: bool = False) -> Any:
     """`batch` with every column in its stored type (`_stored_column`), or None."""
     import pyarrow as pa
 
     arrays = []
     for name, column in zip(batch.schema.names, batch.columns):
-        stored = _stored_column(column, dtypes[name])
+        stored = _stored_column(column, dtypes[name], digest)
         if stored is None:
             return None
         arrays.append(stored)
@@ -361,6 +370,32 @@ class TableRows(Sequence[Item]):
             return TableRows(self.reader, self.rows[index], self.sizes[index])
         i = range(len(self.rows))[index]
         return next(self.reader.items(self.rows[i:i + 1], self.sizes[i:i + 1]))
+
+    def digest_into(self, h: Any) -> None:
+        """Feed `h` what `ShardPlan.digest` hashes for these rows (the canonical JSON
+        of each Item's key and payload, a line each), built from Arrow a batch at a
+        time in C (`tfpipe.records.columnar.json_rows`) where it can be."""
+        from tfpipe.convert._plan import canonical_json
+        from tfpipe.records import columnar
+
+        start = 0
+        for batch in self.reader.batches(self.rows):
+            n = batch.num_rows
+            rows = self.rows[start:start + n]
+            stored = _stored_batch(batch, self.reader.dtypes, digest=True)
+            lines = None
+            if stored is not None:
+                try:
+                    lines = columnar.json_rows(stored, rows)
+                except TypeError:
+                    lines = None
+            if lines is None:
+                for item in self.reader.items(rows, self.sizes[start:start + n]):
+                    h.update(canonical_json([item.key, item.payload]).encode())
+                    h.update(b"\n")
+            else:
+                h.update(lines)
+            start += n
 
     @property
     def total_size(self) -> int:

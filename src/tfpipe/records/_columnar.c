@@ -271,3 +271,201 @@ int64_t tfp_encode(const tfp_column *cols, int32_t ncols, int64_t r0, int64_t r1
     }
     return (int64_t)(p - out);
 }
+
+/* ------------------------------------------------------------------ canonical JSON
+ * The plan digest of a table row (tfpipe.convert._plan.canonical_json of
+ * [key, payload]): ["row:I",[I,{"col":value,...}]] and a newline, keys in the
+ * order given (Python's sorted()), json.dumps' separators (",", ":"), a value:
+ * null, an int, a float as Python's repr (NaN, Infinity, -Infinity as json
+ * writes them), bytes as {"__bytes__":"<hex>"}, or a list of those.  K_DOUBLE
+ * columns hold float64 values; K_INT and K_BYTES as above. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+enum { K_DOUBLE = 4 };
+
+/* Python's float repr: the shortest digits that read back as x (the closest such
+ * when several), then 'r' formatting: exponent when the decimal point would be
+ * at <= -4 or > 16 digits, else positional with at least one fractional digit. */
+static int shortest_digits(double x, char *digits, int *decpt) {
+    char buf[40];
+    for (int p = 1; p <= 17; p++) {
+        snprintf(buf, sizeof buf, "%.*e", p - 1, x);
+        if (strtod(buf, NULL) == x) {
+            /* buf: d[.ddd]e[+-]XX */
+            int n = 0;
+            char *q = buf;
+            for (; *q && *q != 'e'; q++)
+                if (*q >= '0' && *q <= '9') digits[n++] = *q;
+            digits[n] = 0;
+            *decpt = atoi(q + 1) + 1;
+            /* an exact power of two has a wider gap above it: a p-digit string one
+             * unit higher may read back as x too while the nearest does not; the
+             * loop below found the nearest at this p, so nothing shorter exists. */
+            while (n > 1 && digits[n - 1] == '0') digits[--n] = 0;
+            return n;
+        }
+        /* power-of-two case: try the p-digit decimal one unit above the nearest */
+        int e2;
+        double m = frexp(x, &e2);
+        if (m == 0.5 && p < 17) {
+            char d[24];
+            int n = 0;
+            char *q = buf;
+            for (; *q && *q != 'e'; q++)
+                if (*q >= '0' && *q <= '9') d[n++] = *q;
+            int exp10 = atoi(q + 1);
+            int i = n - 1;
+            while (i >= 0 && d[i] == '9') d[i--] = '0';
+            if (i < 0) {
+                memmove(d + 1, d, (size_t)n);
+                d[0] = '1';
+                exp10++;
+            } else {
+                d[i]++;
+            }
+            char up[48];
+            int k = snprintf(up, sizeof up, "%c.", d[0]);
+            for (int j = 1; j < p; j++) up[k++] = d[j];
+            snprintf(up + k, sizeof up - (size_t)k, "e%d", exp10);
+            if (strtod(up, NULL) == x) {
+                int m2 = 0;
+                for (int j = 0; j < p; j++) digits[m2++] = d[j];
+                digits[m2] = 0;
+                *decpt = exp10 + 1;
+                while (m2 > 1 && digits[m2 - 1] == '0') digits[--m2] = 0;
+                return m2;
+            }
+        }
+    }
+    return -1; /* unreachable: 17 digits always round-trip */
+}
+
+static char *put_repr(char *p, double x) {
+    if (isnan(x)) {
+        memcpy(p, "NaN", 3);
+        return p + 3;
+    }
+    if (isinf(x)) {
+        if (x < 0) *p++ = '-';
+        memcpy(p, "Infinity", 8);
+        return p + 8;
+    }
+    if (signbit(x)) *p++ = '-';
+    x = fabs(x);
+    if (x == 0) {
+        memcpy(p, "0.0", 3);
+        return p + 3;
+    }
+    char d[24] = {0};
+    int decpt = 0;
+    int n = shortest_digits(x, d, &decpt);
+    if (decpt <= -4 || decpt > 16) {
+        *p++ = d[0];
+        if (n > 1) {
+            *p++ = '.';
+            memcpy(p, d + 1, (size_t)(n - 1));
+            p += n - 1;
+        }
+        int e = decpt - 1;
+        p += sprintf(p, "e%c%02d", e < 0 ? '-' : '+', e < 0 ? -e : e);
+        return p;
+    }
+    if (decpt <= 0) {
+        *p++ = '0';
+        *p++ = '.';
+        for (int i = 0; i < -decpt; i++) *p++ = '0';
+        memcpy(p, d, (size_t)n);
+        return p + n;
+    }
+    if (n <= decpt) {
+        memcpy(p, d, (size_t)n);
+        p += n;
+        for (int i = n; i < decpt; i++) *p++ = '0';
+        memcpy(p, ".0", 2);
+        return p + 2;
+    }
+    memcpy(p, d, (size_t)decpt);
+    p += decpt;
+    *p++ = '.';
+    memcpy(p, d + decpt, (size_t)(n - decpt));
+    return p + n - decpt;
+}
+
+static const char HEX[] = "0123456789abcdef";
+
+static uint64_t json_value_max(const tfp_column *c, int64_t i) {
+    if (c->kind == K_BYTES) {
+        uint64_t l = (uint64_t)(c->value_offsets[i + 1] - c->value_offsets[i]);
+        return 2 * l + 16;
+    }
+    return 32;
+}
+
+static char *put_json_value(const tfp_column *c, int64_t i, char *p) {
+    switch (c->kind) {
+    case K_INT:
+        return p + sprintf(p, "%lld", (long long)((const int64_t *)c->values)[i]);
+    case K_DOUBLE:
+        return put_repr(p, ((const double *)c->values)[i]);
+    default: {
+        const uint8_t *s = (const uint8_t *)c->values + c->value_offsets[i];
+        int32_t l = c->value_offsets[i + 1] - c->value_offsets[i];
+        memcpy(p, "{\"__bytes__\":\"", 14);
+        p += 14;
+        for (int32_t k = 0; k < l; k++) {
+            *p++ = HEX[s[k] >> 4];
+            *p++ = HEX[s[k] & 15];
+        }
+        *p++ = '"';
+        *p++ = '}';
+        return p;
+    }
+    }
+}
+
+/* The canonical JSON lines of rows [r0, r1) (row_index[r - r0]: the table row) into
+ * out; returns the bytes written, or -1 when `cap` might not hold them (nothing
+ * valid then: call again with more). */
+int64_t tfp_json_rows(const tfp_column *cols, int32_t ncols, int64_t r0, int64_t r1,
+                      const int64_t *row_index, char *out, int64_t cap) {
+    char *p = out, *limit = out + cap;
+    for (int64_t r = r0; r < r1; r++) {
+        uint64_t need = 64;
+        for (int32_t k = 0; k < ncols; k++) {
+            const tfp_column *c = &cols[k];
+            int64_t b, e;
+            need += (uint64_t)c->key_len + 8;
+            value_range(c, r, &b, &e);
+            for (int64_t i = b; i < e; i++) need += json_value_max(c, i) + 1;
+        }
+        if ((uint64_t)(limit - p) < need) return -1;
+        long long idx = (long long)row_index[r - r0];
+        p += sprintf(p, "[\"row:%lld\",[%lld,{", idx, idx);
+        for (int32_t k = 0; k < ncols; k++) {
+            const tfp_column *c = &cols[k];
+            if (k) *p++ = ',';
+            memcpy(p, c->key, (size_t)c->key_len);
+            p += c->key_len;
+            if (c->valid && !c->valid[r]) {
+                memcpy(p, "null", 4);
+                p += 4;
+                continue;
+            }
+            if (!c->is_list) {
+                p = put_json_value(c, r, p);
+                continue;
+            }
+            *p++ = '[';
+            for (int64_t i = c->row_offsets[r]; i < c->row_offsets[r + 1]; i++) {
+                if (i > c->row_offsets[r]) *p++ = ',';
+                p = put_json_value(c, i, p);
+            }
+            *p++ = ']';
+        }
+        memcpy(p, "}]]\n", 4);
+        p += 4;
+    }
+    return (int64_t)(p - out);
+}

@@ -15,7 +15,7 @@ with TFPIPE_NATIVE=0) the same bytes come from `encode_example` row by row.
 
 The library is plain C with no TensorFlow or Python headers, so it is built in
 a second or two and loaded without importing TensorFlow (conversion workers
-never do): next to this file by `python -m tfpipe.records.columnar build`
+never do): next to this file by `python -m tfpipe.records build`
 (`make native` runs it), else into the per-user cache on first use, under the
 same switches and cache directory as `tfpipe.native`.
 """
@@ -50,7 +50,7 @@ SOURCE = HERE / "_columnar.c"
 # -O2 and no -march: the library runs on any machine of this architecture; the
 # crc32c instruction is picked at run time.
 FLAGS = ("-std=c99", "-O2", "-fPIC", "-shared")
-_K_CONST, _K_INT, _K_FLOAT, _K_BYTES = 0, 1, 2, 3
+_K_CONST, _K_INT, _K_FLOAT, _K_BYTES, _K_DOUBLE = 0, 1, 2, 3, 4
 
 
 class _Column(ctypes.Structure):
@@ -173,12 +173,17 @@ def library() -> Any:
                     lib.tfp_encode.argtypes = [ctypes.c_void_p, ctypes.c_int32, ctypes.c_int64,
                                                ctypes.c_int64, ctypes.c_int32, ctypes.c_void_p,
                                                ctypes.c_int64, ctypes.c_void_p]
+                    lib.tfp_json_rows.restype = ctypes.c_int64
+                    lib.tfp_json_rows.argtypes = [ctypes.c_void_p, ctypes.c_int32,
+                                                  ctypes.c_int64, ctypes.c_int64,
+                                                  ctypes.c_void_p, ctypes.c_void_p,
+                                                  ctypes.c_int64]
         except Exception as exc:  # noqa: BLE001 - any failure means the Python encoder
             lib, why = None, f"{type(exc).__name__}: {exc}"
         if lib is None and why != "TFPIPE_NATIVE=0":
             log.warning("tfpipe: the columnar table encoder is not available (%s); tables "
                         "are encoded in Python (same bytes, ~50x slower). Install a C "
-                        "compiler and run `python -m tfpipe.records.columnar build`.", why)
+                        "compiler and run `python -m tfpipe.records build`.", why)
         _lib["lib"], _lib["reason"] = lib, why
         return lib
 
@@ -277,14 +282,16 @@ class ColumnarEncoder:
             return None
         return self._buffers(arr, spec.dtype, is_list)
 
-    def _buffers(self, arr: Any, dtype: str, is_list: bool) -> tuple[_Column, list[Any]]:
+    @staticmethod
+    def _buffers(arr: Any, dtype: str, is_list: bool) -> tuple[_Column, list[Any]]:
         import pyarrow as pa
         import pyarrow.compute as pc
 
         keep: list[Any] = [arr]
         n = len(arr)
         col = _Column()
-        col.kind = {"int64": _K_INT, "float32": _K_FLOAT, "string": _K_BYTES}[dtype]
+        col.kind = {"int64": _K_INT, "float32": _K_FLOAT, "string": _K_BYTES,
+                    "float64": _K_DOUBLE}[dtype]
         if arr.null_count:
             valid = np.ascontiguousarray(
                 arr.is_valid().to_numpy(zero_copy_only=False), dtype=np.uint8)
@@ -326,7 +333,7 @@ class ColumnarEncoder:
                 keep.append(empty)
                 col.values = empty.ctypes.data
         else:
-            np_dtype = np.int64 if dtype == "int64" else np.float32
+            np_dtype = {"int64": np.int64, "float32": np.float32, "float64": np.float64}[dtype]
             buf = values.buffers()[1]
             v = (_view(buf, np_dtype, values.offset, len(values)) if buf is not None
                  else np.zeros(0, np_dtype))
@@ -424,10 +431,60 @@ class ColumnarEncoder:
         return out
 
 
+def json_rows(batch: Any, rows: np.ndarray) -> bytes | None:
+    """`canonical_json([f"row:{i}", [i, {column: value}]]) + "\\n"` of every row
+    of `batch` (`rows`: each row's table index), concatenated, the bytes
+    `tfpipe.convert`'s plan digest hashes; None without the C library.
+
+    Columns are int64, float64 (as Python floats), binary (as bytes), or lists of
+    them without null elements; a null is JSON null. Keys come sorted as Python
+    sorts them.
+    """
+    import json
+    import pyarrow as pa
+
+    lib = library()
+    if lib is None:
+        return None
+    names = sorted(batch.schema.names)
+    cols = (_Column * len(names))()
+    keep: list[Any] = []
+    for k, name in enumerate(names):
+        arr = batch.column(batch.schema.get_field_index(name))
+        t = arr.type
+        is_list = (pa.types.is_list(t) or pa.types.is_large_list(t)
+                   or pa.types.is_fixed_size_list(t))
+        inner = t.value_type if is_list else t
+        dtype = ("int64" if pa.types.is_int64(inner) else "float64"
+                 if pa.types.is_float64(inner) else "string")
+        if dtype == "string" and not pa.types.is_binary(inner):
+            raise TypeError(f"column {name!r}: {t} is not int64, float64 or binary")
+        if is_list and arr.flatten().null_count:
+            raise TypeError(f"column {name!r}: null elements inside lists")
+        col, held = ColumnarEncoder._buffers(arr, dtype, is_list)
+        cols[k] = col
+        keep += held
+        key = (json.dumps(name) + ":").encode("ascii")
+        buf = ctypes.create_string_buffer(key, len(key))
+        keep.append(buf)
+        cols[k].key = ctypes.addressof(buf)
+        cols[k].key_len = len(key)
+    index = np.ascontiguousarray(rows, dtype=np.int64)
+    cap = batch.num_rows * 256 + batch.nbytes * 3
+    while True:
+        out = np.empty(cap, np.uint8)
+        n = lib.tfp_json_rows(cols, len(names), 0, batch.num_rows, index.ctypes.data,
+                              out.ctypes.data, cap)
+        if n >= 0:
+            return out[:n].tobytes()
+        cap *= 2
+
+
 def main(argv: list[str] | None = None) -> int:
+    """`python -m tfpipe.records build`: the ahead-of-time build (`make native`)."""
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv != ["build"]:
-        print("usage: python -m tfpipe.records.columnar build", file=sys.stderr)
+        print("usage: python -m tfpipe.records build", file=sys.stderr)
         return 2
     try:
         path = build()
@@ -438,6 +495,3 @@ def main(argv: list[str] | None = None) -> int:
     print(f"tfpipe.records.columnar: {path}")
     return 0
 
-
-if __name__ == "__main__":
-    sys.exit(main())
