@@ -126,3 +126,14 @@ def test_json_rows_equal_canonical_json_floats_ints_bytes_nulls() -> None:
     want = "".join(canonical_json([f"row:{i}", [i, row]]) + "\n"
                    for i, row in zip(rows.tolist(), batch.to_pylist()))
     assert columnar.json_rows(batch, rows) == want.encode()
+
+
+def test_unit_hashes_equal_the_plans_unit_hash() -> None:
+    from tfpipe.convert._plan import unit_hash
+
+    if columnar.library() is None:
+        pytest.skip(f"no C encoder here: {columnar.reason()}")
+    rows = np.concatenate([np.arange(3000), [2**40 + 7, 10**15, 2**63 - 1]])
+    for seed, domain in [(0, "split"), (123456789, "order"), (-5, "split"), ("é" * 60, "order")]:
+        want = [unit_hash(seed, domain, f"row:{i}") for i in rows.tolist()]
+        assert columnar.unit_hashes(f"{seed}:{domain}:row:", rows).tolist() == want

@@ -415,14 +415,23 @@ class TableRows(Sequence[Item]):
         n = len(self.rows)
         split_of = np.empty(n, dtype=np.int16)
         order_hash = np.empty(n, dtype=np.float64)
-        for start in range(0, n, BATCH_ROWS):
-            keys = [f"row:{i}" for i in self.rows[start:start + BATCH_ROWS].tolist()]
-            u = np.fromiter((unit_hash(seed, "split", k) for k in keys), np.float64, len(keys))
+        from tfpipe.records import columnar
+
+        for start in range(0, n, 1 << 20):
+            part = self.rows[start:start + (1 << 20)]
+            # unit_hash(seed, domain, f"row:{i}"), in C where the library is built
+            u = columnar.unit_hashes(f"{seed}:split:row:", part)
+            o = columnar.unit_hashes(f"{seed}:order:row:", part)
+            if u is None or o is None:
+                keys = [f"row:{i}" for i in part.tolist()]
+                u = np.fromiter((unit_hash(seed, "split", k) for k in keys), np.float64,
+                                len(keys))
+                o = np.fromiter((unit_hash(seed, "order", k) for k in keys), np.float64,
+                                len(keys))
             # u < edge picks the first split whose cumulative edge is above u
-            split_of[start:start + len(keys)] = np.minimum(
+            split_of[start:start + len(part)] = np.minimum(
                 np.searchsorted(np.asarray(edges), u, side="right"), len(names) - 1)
-            order_hash[start:start + len(keys)] = np.fromiter(
-                (unit_hash(seed, "order", k) for k in keys), np.float64, len(keys))
+            order_hash[start:start + len(part)] = o
         plan = Plan(splits=names)
         for s, split in enumerate(names):
             members = _compact(np.flatnonzero(split_of == s))

@@ -395,18 +395,23 @@ static char *put_repr(char *p, double x) {
 
 static const char HEX[] = "0123456789abcdef";
 
-static uint64_t json_value_max(const tfp_column *c, int64_t i) {
-    if (c->kind == K_BYTES) {
-        uint64_t l = (uint64_t)(c->value_offsets[i + 1] - c->value_offsets[i]);
-        return 2 * l + 16;
-    }
-    return 32;
+static char *put_int(char *p, int64_t v) {
+    char tmp[24];
+    int n = 0;
+    uint64_t u = v < 0 ? (uint64_t)0 - (uint64_t)v : (uint64_t)v;
+    do {
+        tmp[n++] = (char)('0' + u % 10);
+        u /= 10;
+    } while (u);
+    if (v < 0) *p++ = '-';
+    while (n) *p++ = tmp[--n];
+    return p;
 }
 
 static char *put_json_value(const tfp_column *c, int64_t i, char *p) {
     switch (c->kind) {
     case K_INT:
-        return p + sprintf(p, "%lld", (long long)((const int64_t *)c->values)[i]);
+        return put_int(p, ((const int64_t *)c->values)[i]);
     case K_DOUBLE:
         return put_repr(p, ((const double *)c->values)[i]);
     default: {
@@ -438,11 +443,20 @@ int64_t tfp_json_rows(const tfp_column *cols, int32_t ncols, int64_t r0, int64_t
             int64_t b, e;
             need += (uint64_t)c->key_len + 8;
             value_range(c, r, &b, &e);
-            for (int64_t i = b; i < e; i++) need += json_value_max(c, i) + 1;
+            if (c->kind == K_BYTES)
+                need += 2 * (uint64_t)(c->value_offsets[e] - c->value_offsets[b]) +
+                        17 * (uint64_t)(e - b);
+            else
+                need += 33 * (uint64_t)(e - b);
         }
         if ((uint64_t)(limit - p) < need) return -1;
-        long long idx = (long long)row_index[r - r0];
-        p += sprintf(p, "[\"row:%lld\",[%lld,{", idx, idx);
+        int64_t idx = row_index[r - r0];
+        memcpy(p, "[\"row:", 6);
+        p = put_int(p + 6, idx);
+        memcpy(p, "\",[", 3);
+        p = put_int(p + 3, idx);
+        memcpy(p, ",{", 2);
+        p += 2;
         for (int32_t k = 0; k < ncols; k++) {
             const tfp_column *c = &cols[k];
             if (k) *p++ = ',';
@@ -468,4 +482,70 @@ int64_t tfp_json_rows(const tfp_column *cols, int32_t ncols, int64_t r0, int64_t
         p += 4;
     }
     return (int64_t)(p - out);
+}
+
+/* ------------------------------------------------------------------ sha256
+ * The plan's unit_hash(seed, domain, "row:I") for many rows at once:
+ * int.from_bytes(sha256(f"{seed}:{domain}:row:{I}")[:8], "big") / 2**64. */
+static const uint32_t K256[64] = {
+    0x428a2f98, 0x71374491, 0xb5c0fbcf, 0xe9b5dba5, 0x3956c25b, 0x59f111f1, 0x923f82a4, 0xab1c5ed5,
+    0xd807aa98, 0x12835b01, 0x243185be, 0x550c7dc3, 0x72be5d74, 0x80deb1fe, 0x9bdc06a7, 0xc19bf174,
+    0xe49b69c1, 0xefbe4786, 0x0fc19dc6, 0x240ca1cc, 0x2de92c6f, 0x4a7484aa, 0x5cb0a9dc, 0x76f988da,
+    0x983e5152, 0xa831c66d, 0xb00327c8, 0xbf597fc7, 0xc6e00bf3, 0xd5a79147, 0x06ca6351, 0x14292967,
+    0x27b70a85, 0x2e1b2138, 0x4d2c6dfc, 0x53380d13, 0x650a7354, 0x766a0abb, 0x81c2c92e, 0x92722c85,
+    0xa2bfe8a1, 0xa81a664b, 0xc24b8b70, 0xc76c51a3, 0xd192e819, 0xd6990624, 0xf40e3585, 0x106aa070,
+    0x19a4c116, 0x1e376c08, 0x2748774c, 0x34b0bcb5, 0x391c0cb3, 0x4ed8aa4a, 0x5b9cca4f, 0x682e6ff3,
+    0x748f82ee, 0x78a5636f, 0x84c87814, 0x8cc70208, 0x90befffa, 0xa4506ceb, 0xbef9a3f7, 0xc67178f2};
+
+#define ROR(x, n) (((x) >> (n)) | ((x) << (32 - (n))))
+
+static void sha256_block(uint32_t h[8], const uint8_t *b) {
+    uint32_t w[64];
+    for (int i = 0; i < 16; i++)
+        w[i] = (uint32_t)b[4 * i] << 24 | (uint32_t)b[4 * i + 1] << 16 |
+               (uint32_t)b[4 * i + 2] << 8 | b[4 * i + 3];
+    for (int i = 16; i < 64; i++) {
+        uint32_t s0 = ROR(w[i - 15], 7) ^ ROR(w[i - 15], 18) ^ (w[i - 15] >> 3);
+        uint32_t s1 = ROR(w[i - 2], 17) ^ ROR(w[i - 2], 19) ^ (w[i - 2] >> 10);
+        w[i] = w[i - 16] + s0 + w[i - 7] + s1;
+    }
+    uint32_t a = h[0], bb = h[1], c = h[2], d = h[3], e = h[4], f = h[5], g = h[6], hh = h[7];
+    for (int i = 0; i < 64; i++) {
+        uint32_t t1 = hh + (ROR(e, 6) ^ ROR(e, 11) ^ ROR(e, 25)) + ((e & f) ^ (~e & g)) + K256[i] + w[i];
+        uint32_t t2 = (ROR(a, 2) ^ ROR(a, 13) ^ ROR(a, 22)) + ((a & bb) ^ (a & c) ^ (bb & c));
+        hh = g; g = f; f = e; e = d + t1; d = c; c = bb; bb = a; a = t1 + t2;
+    }
+    h[0] += a; h[1] += bb; h[2] += c; h[3] += d; h[4] += e; h[5] += f; h[6] += g; h[7] += hh;
+}
+
+/* The first 8 bytes (big-endian) of sha256(msg), msg shorter than 2**32 bytes. */
+static uint64_t sha256_head(const uint8_t *msg, size_t n) {
+    uint32_t h[8] = {0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a,
+                     0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19};
+    size_t i = 0;
+    for (; i + 64 <= n; i += 64) sha256_block(h, msg + i);
+    uint8_t last[128];
+    size_t rest = n - i;
+    memcpy(last, msg + i, rest);
+    last[rest] = 0x80;
+    size_t total = rest + 9 <= 64 ? 64 : 128;
+    memset(last + rest + 1, 0, total - rest - 1);
+    uint64_t bits = (uint64_t)n * 8;
+    for (int k = 0; k < 8; k++) last[total - 1 - k] = (uint8_t)(bits >> (8 * k));
+    sha256_block(h, last);
+    if (total == 128) sha256_block(h, last + 64);
+    return (uint64_t)h[0] << 32 | h[1];
+}
+
+/* out[i] = unit_hash for row rows[i]: prefix is f"{seed}:{domain}:row:" (UTF-8). */
+void tfp_unit_hashes(const uint8_t *prefix, int64_t prefix_len, const int64_t *rows, int64_t n,
+                     double *out) {
+    uint8_t buf[1024];
+    if (prefix_len > 1000) return;
+    memcpy(buf, prefix, (size_t)prefix_len);
+    for (int64_t i = 0; i < n; i++) {
+        char *end = put_int((char *)buf + prefix_len, rows[i]);
+        uint64_t head = sha256_head(buf, (size_t)((uint8_t *)end - buf));
+        out[i] = (double)head / 18446744073709551616.0;
+    }
 }

@@ -178,6 +178,10 @@ def library() -> Any:
                                                   ctypes.c_int64, ctypes.c_int64,
                                                   ctypes.c_void_p, ctypes.c_void_p,
                                                   ctypes.c_int64]
+                    lib.tfp_unit_hashes.restype = None
+                    lib.tfp_unit_hashes.argtypes = [ctypes.c_char_p, ctypes.c_int64,
+                                                    ctypes.c_void_p, ctypes.c_int64,
+                                                    ctypes.c_void_p]
         except Exception as exc:  # noqa: BLE001 - any failure means the Python encoder
             lib, why = None, f"{type(exc).__name__}: {exc}"
         if lib is None and why != "TFPIPE_NATIVE=0":
@@ -478,6 +482,31 @@ def json_rows(batch: Any, rows: np.ndarray) -> bytes | None:
         if n >= 0:
             return out[:n].tobytes()
         cap *= 2
+
+
+def unit_hashes(prefix: str, rows: np.ndarray) -> np.ndarray | None:
+    """`int.from_bytes(sha256(f"{prefix}{i}")[:8], "big") / 2**64` for each row index i
+    (float64), computed in C; None without the library. The conversion plan's
+    `unit_hash(seed, domain, f"row:{i}")` with prefix f"{seed}:{domain}:row:"."""
+    lib = library()
+    raw = prefix.encode("utf-8")
+    if lib is None or len(raw) > 1000:
+        return None
+    index = np.ascontiguousarray(rows, dtype=np.int64)
+    out = np.empty(len(index), np.float64)
+
+    def one(lo: int, hi: int) -> None:
+        lib.tfp_unit_hashes(raw, len(raw), index[lo:].ctypes.data, hi - lo,
+                            out[lo:].ctypes.data)
+
+    threads = min(2, os.cpu_count() or 1) if len(index) >= 100_000 else 1
+    cuts = [len(index) * i // threads for i in range(threads + 1)]
+    if threads == 1:
+        one(0, len(index))
+    else:
+        with ThreadPoolExecutor(threads) as pool:
+            list(pool.map(one, cuts[:-1], cuts[1:]))
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:
