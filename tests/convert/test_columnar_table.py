@@ -78,3 +78,32 @@ def test_payload_items_encode_like_encode_example(rich_parquet) -> None:
     want = b"".join(encode_frame(encode_example(source.encode_values(it)[0], schema))
                     for it in items)
     assert got == want
+
+
+@pytest.mark.parametrize("buckets", [1, 8, 1 << 16])
+def test_streaming_plan_equals_the_per_item_plan(tmp_path, monkeypatch, buckets) -> None:
+    """The table plan keeps no per-row arrays (histogram + per-shard files); its shards
+    hold exactly the rows, in exactly the order, of `_plan.plan_shards` over Items.
+    Few buckets put many cuts inside one bucket (the exactly ranked path)."""
+    from tfpipe.convert._plan import plan_shards
+
+    t = rich_table(700, seed=9).select(["id", "word", "label"])
+    labels = pa.array([None if i % 97 == 5 else v for i, v in
+                       enumerate(t.column("label").to_pylist())], pa.int64())
+    t = t.set_column(2, "label", labels)
+    path = tmp_path / "t.parquet"
+    pq.write_table(t, path, row_group_size=150)
+    source = table_mod.TableSource(path, "parquet", label_column="label")
+    enumeration = source.enumerate()
+    assert len(enumeration.bad) == 8 and len(enumeration.items) == 692
+    monkeypatch.setattr(table_mod, "_BUCKETS", buckets)
+    ratios = {"train": 0.6, "val": 0.3, "test": 0.1}
+    got = plan_shards(enumeration.items, ratios, 3, 2000)
+    want = plan_shards(list(enumeration.items), ratios, 3, 2000)  # plain Items: _plan's path
+    assert len(got.shards) == len(want.shards) > 20
+    for g, w in zip(got.shards, want.shards):
+        assert (g.split, g.index, g.count, len(g.items)) == (w.split, w.index, w.count,
+                                                             len(w.items))
+        assert [f"row:{i}" for i in g.items.rows.tolist()] == [it.key for it in w.items]
+        assert g.items.sizes.tolist() == [it.size for it in w.items]
+        assert g.digest() == w.digest()

@@ -378,10 +378,11 @@ class TableRows(Sequence[Item]):
         from tfpipe.convert._plan import canonical_json
         from tfpipe.records import columnar
 
+        all_rows, all_sizes = self.arrays()
         start = 0
-        for batch in self.reader.batches(self.rows):
+        for batch in self.reader.batches(all_rows):
             n = batch.num_rows
-            rows = self.rows[start:start + n]
+            rows = all_rows[start:start + n]
             stored = _stored_batch(batch, self.reader.dtypes, digest=True)
             lines = None
             if stored is not None:
@@ -390,7 +391,7 @@ class TableRows(Sequence[Item]):
                 except TypeError:
                     lines = None
             if lines is None:
-                for item in self.reader.items(rows, self.sizes[start:start + n]):
+                for item in self.reader.items(rows, all_sizes[start:start + n]):
                     h.update(canonical_json([item.key, item.payload]).encode())
                     h.update(b"\n")
             else:
@@ -401,54 +402,241 @@ class TableRows(Sequence[Item]):
     def total_size(self) -> int:
         return int(self.sizes.sum())
 
-    def plan_shards(self, ratios: dict[str, float], seed: int, shard_size: int) -> Plan:
-        """`_plan.plan_shards` over these rows, on arrays: the same splits, order and cuts.
+    def arrays(self) -> tuple[np.ndarray, np.ndarray]:
+        """(row indices, sizes), in order, in memory (one shard's worth)."""
+        return self.rows, self.sizes
 
-        Each row's split and order hash are `unit_hash` of its key, as there; the
-        order sorts by (hash, key), ties (equal floats) by the key text as Python does.
+    def chunks(self, step: int = 1 << 20) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+        """(row indices, sizes) in order, at most `step` rows at a time."""
+        rows, sizes = self.arrays()
+        for start in range(0, len(rows), step):
+            yield (np.asarray(rows[start:start + step], np.int64),
+                   np.asarray(sizes[start:start + step], np.int64))
+
+    def plan_shards(self, ratios: dict[str, float], seed: int, shard_size: int) -> Plan:
+        """`_plan.plan_shards` over these rows, streaming: the same splits, order and cuts.
+
+        Each row's split and order hash are `unit_hash` of its key, as there; a split
+        is ordered by (hash, key text) and cut into `count` contiguous runs. Nothing
+        per row stays in memory: a first pass counts each split's rows and bytes and
+        a histogram of its order hashes (65536 buckets), which places every cut in a
+        bucket; a second pass sends each row's index and size to its shard's file
+        (rows of a bucket holding a cut are ranked exactly, in memory: ~n/65536 rows
+        per cut). A shard sorts its own rows when read (`_SpilledRows`).
         """
         names = list(ratios)
-        edges, edge = [], 0.0
+        # the cumulative edges as _plan.assign_split adds them (float by float)
+        acc, cum = 0.0, []
         for name in names:
-            edge += ratios[name]
-            edges.append(edge)
-        n = len(self.rows)
-        split_of = np.empty(n, dtype=np.int16)
-        order_hash = np.empty(n, dtype=np.float64)
-        from tfpipe.records import columnar
+            acc += ratios[name]
+            cum.append(acc)
+        edges = np.asarray(cum)
+        nsplit, nb = len(names), _BUCKETS
 
-        for start in range(0, n, 1 << 20):
-            part = self.rows[start:start + (1 << 20)]
-            # unit_hash(seed, domain, f"row:{i}"), in C where the library is built
-            u = columnar.unit_hashes(f"{seed}:split:row:", part)
-            o = columnar.unit_hashes(f"{seed}:order:row:", part)
-            if u is None or o is None:
-                keys = [f"row:{i}" for i in part.tolist()]
-                u = np.fromiter((unit_hash(seed, "split", k) for k in keys), np.float64,
-                                len(keys))
-                o = np.fromiter((unit_hash(seed, "order", k) for k in keys), np.float64,
-                                len(keys))
+        def hashed(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+            u = _unit_hashes(seed, "split", rows)
+            o = _unit_hashes(seed, "order", rows)
             # u < edge picks the first split whose cumulative edge is above u
-            split_of[start:start + len(part)] = np.minimum(
-                np.searchsorted(np.asarray(edges), u, side="right"), len(names) - 1)
-            order_hash[start:start + len(part)] = o
+            split = np.minimum(np.searchsorted(edges, u, side="right"), nsplit - 1)
+            bucket = np.minimum((o * nb).astype(np.int64), nb - 1)
+            return split, o, bucket
+
+        counts = np.zeros(nsplit, np.int64)
+        totals = np.zeros(nsplit, np.int64)
+        hist = np.zeros(nsplit * nb, np.int64)
+        for rows, sizes in self.chunks():
+            split, _, bucket = hashed(rows)
+            counts += np.bincount(split, minlength=nsplit)
+            for k in range(nsplit):
+                totals[k] += int(sizes[split == k].sum())
+            hist += np.bincount(split * nb + bucket, minlength=nsplit * nb)
+        hist = hist.reshape(nsplit, nb)
         plan = Plan(splits=names)
-        for s, split in enumerate(names):
-            members = _compact(np.flatnonzero(split_of == s))
-            count_rows = len(members)
-            if count_rows == 0:
-                continue
-            members = members[np.argsort(order_hash[members], kind="stable")]
-            _break_ties(members, order_hash, self.rows)
-            rows, sizes = self.rows[members], self.sizes[members]
-            total = int(sizes.sum()) + RECORD_OVERHEAD_BYTES * count_rows
-            count = min(count_rows, max(1, math.ceil(total / shard_size)))
+        files = _PlanFiles()
+        cuts: list[np.ndarray] = []  # per split: first rank of shards 1..count-1
+        first_gid = np.zeros(nsplit, np.int64)  # global shard id of each split's shard 0
+        shard_of_bucket = np.zeros((nsplit, nb), np.int64)
+        exact = np.zeros((nsplit, nb), dtype=bool)  # buckets holding a cut
+        starts = np.cumsum(hist, axis=1) - hist  # first rank in each bucket
+        gid = 0
+        for k, split_name in enumerate(names):
+            n = int(counts[k])
+            count = (min(n, max(1, math.ceil((int(totals[k]) + RECORD_OVERHEAD_BYTES * n)
+                                              / shard_size))) if n else 0)
+            cut = np.asarray([j * n // count for j in range(1, count)], np.int64)
+            cuts.append(cut)
+            first_gid[k] = gid
+            shard_of_bucket[k] = np.searchsorted(cut, starts[k], side="right")
+            inside = np.searchsorted(np.cumsum(hist[k]), cut, side="right")  # bucket of rank
+            for b, r in zip(inside.tolist(), cut.tolist()):
+                if r != starts[k, b]:
+                    exact[k, b] = True
             for j in range(count):
-                lo, hi = j * count_rows // count, (j + 1) * count_rows // count
-                plan.shards.append(ShardPlan(split, j, count,
-                                             TableRows(self.reader, rows[lo:hi],  # type: ignore[arg-type]
-                                                       sizes[lo:hi])))
+                lo, hi = j * n // count, (j + 1) * n // count
+                plan.shards.append(ShardPlan(split_name, j, count,
+                                             _SpilledRows(self.reader, files, gid + j,  # type: ignore[arg-type]
+                                                          hi - lo, seed)))
+            gid += count
+        held: list[tuple[np.ndarray, ...]] = []  # rows of the buckets holding a cut
+        for rows, sizes in self.chunks():
+            split, o, bucket = hashed(rows)
+            near = exact[split, bucket]
+            if near.any():
+                held.append((split[near], o[near], bucket[near], rows[near], sizes[near]))
+            far = ~near
+            files.append(first_gid[split[far]] + shard_of_bucket[split[far], bucket[far]],
+                         rows[far], sizes[far])
+        if held:
+            split, o, bucket, rows, sizes = (np.concatenate(p) for p in zip(*held))
+            for k in range(nsplit):
+                mine = np.flatnonzero(split == k)
+                if len(mine) == 0:
+                    continue
+                members = mine[np.argsort(o[mine], kind="stable")]
+                _break_ties(members, o, rows)
+                b = bucket[members]
+                # rank = the bucket's first rank + the position inside the bucket
+                first = np.searchsorted(b, b, side="left")
+                rank = starts[k, b] + (np.arange(len(members)) - first)
+                shard = np.searchsorted(cuts[k], rank, side="right")
+                files.append(first_gid[k] + shard, rows[members], sizes[members])
         return plan
+
+
+_BUCKETS = 1 << 16
+
+
+def _unit_hashes(seed: int, domain: str, rows: np.ndarray) -> np.ndarray:
+    """`unit_hash(seed, domain, f"row:{i}")` of each row index (C when built)."""
+    from tfpipe.records import columnar
+
+    out = columnar.unit_hashes(f"{seed}:{domain}:row:", rows)
+    if out is None:
+        out = np.fromiter((unit_hash(seed, domain, f"row:{i}") for i in rows.tolist()),
+                          np.float64, len(rows))
+    return out
+
+
+class _PlanFiles:
+    """Each planned shard's row indices and sizes, appended to a file per shard, in a
+    temporary directory removed when the plan (every shard holding this) is gone."""
+
+    def __init__(self) -> None:
+        self.dir = tempfile.mkdtemp(prefix="tfpipe-plan-")
+        self._cleanup = weakref.finalize(self, shutil.rmtree, self.dir, True)
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"dir": self.dir}  # workers read the files; only the planner removes them
+
+    def path(self, gid: int) -> str:
+        return os.path.join(self.dir, f"{gid}.i64")
+
+    def append(self, gid: np.ndarray, rows: np.ndarray, sizes: np.ndarray) -> None:
+        """Append (row, size) pairs to the files of shards `gid`, keeping their order."""
+        if len(gid) == 0:
+            return
+        order = np.argsort(gid, kind="stable")
+        gid, pairs = gid[order], np.stack([rows[order], sizes[order]], axis=1).astype(np.int64)
+        bounds = np.flatnonzero(np.diff(gid)) + 1
+        for lo, hi in zip([0, *bounds.tolist()], [*bounds.tolist(), len(gid)]):
+            with open(self.path(int(gid[lo])), "ab") as f:
+                pairs[lo:hi].tofile(f)
+
+    def load(self, gid: int) -> tuple[np.ndarray, np.ndarray]:
+        path = self.path(gid)
+        pairs = (np.fromfile(path, np.int64).reshape(-1, 2) if os.path.exists(path)
+                 else np.zeros((0, 2), np.int64))
+        return pairs[:, 0], pairs[:, 1]
+
+
+class _SpilledRows(TableRows):
+    """One planned shard's rows: their indices and sizes wait in a file (a few bytes
+    per row on disk) and are sorted into plan order when read."""
+
+    def __init__(self, reader: _RowReader, files: _PlanFiles, gid: int, count: int,
+                 seed: int) -> None:
+        self.reader, self._files, self._gid, self._count, self._seed = (reader, files, gid,
+                                                                         count, seed)
+
+    def __len__(self) -> int:
+        return self._count
+
+    def arrays(self) -> tuple[np.ndarray, np.ndarray]:
+        rows, sizes = self._files.load(self._gid)
+        if len(rows) != self._count:  # pragma: no cover - a removed or damaged plan file
+            raise InputError(f"the plan file {self._files.path(self._gid)} holds {len(rows)} "
+                             f"rows, not {self._count}; rerun the conversion")
+        o = _unit_hashes(self._seed, "order", rows)
+        members = np.argsort(o, kind="stable")
+        _break_ties(members, o, rows)
+        return rows[members], sizes[members]
+
+    @property  # type: ignore[override]
+    def rows(self) -> np.ndarray:
+        return self.arrays()[0]
+
+    @property  # type: ignore[override]
+    def sizes(self) -> np.ndarray:
+        return self.arrays()[1]
+
+    def __iter__(self) -> Iterator[Item]:
+        rows, sizes = self.arrays()
+        return self.reader.items(rows, sizes)
+
+    def __getitem__(self, index: Any) -> Any:
+        rows, sizes = self.arrays()
+        return TableRows(self.reader, rows, sizes)[index]
+
+
+class _AllRows(TableRows):
+    """Every row of the table but the bad ones, in table order, without an array of
+    them: sizes are read from the scan's file a chunk at a time."""
+
+    def __init__(self, reader: _RowReader, num_rows: int, bad: np.ndarray,
+                 sizes_path: str) -> None:
+        self.reader, self._num_rows, self._bad, self._sizes_path = (reader, num_rows, bad,
+                                                                    sizes_path)
+
+    def __len__(self) -> int:
+        return self._num_rows - len(self._bad)
+
+    def chunks(self, step: int = 1 << 20) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+        with open(self._sizes_path, "rb") as f:
+            for start in range(0, self._num_rows, step):
+                sizes = np.fromfile(f, np.int64, min(step, self._num_rows - start))
+                rows = np.arange(start, start + len(sizes), dtype=np.int64)
+                bad = self._bad[(self._bad >= start) & (self._bad < start + len(sizes))]
+                if len(bad):
+                    keep = np.ones(len(rows), bool)
+                    keep[bad - start] = False
+                    rows, sizes = rows[keep], sizes[keep]
+                yield rows, sizes
+
+    def arrays(self) -> tuple[np.ndarray, np.ndarray]:
+        parts = list(self.chunks())
+        if not parts:
+            return np.zeros(0, np.int64), np.zeros(0, np.int64)
+        return (np.concatenate([r for r, _ in parts]), np.concatenate([z for _, z in parts]))
+
+    @property  # type: ignore[override]
+    def rows(self) -> np.ndarray:
+        return self.arrays()[0]
+
+    @property  # type: ignore[override]
+    def sizes(self) -> np.ndarray:
+        return self.arrays()[1]
+
+    @property
+    def total_size(self) -> int:
+        return int(sum(int(z.sum()) for _, z in self.chunks()))
+
+    def __iter__(self) -> Iterator[Item]:
+        for rows, sizes in self.chunks(BATCH_ROWS):
+            yield from self.reader.items(rows, sizes)
+
+    def __getitem__(self, index: Any) -> Any:
+        rows, sizes = self.arrays()
+        return TableRows(self.reader, rows, sizes)[index]
 
 
 def _compact(values: np.ndarray) -> np.ndarray:
@@ -553,25 +741,27 @@ class TableSource(Source):
             raise _unreadable(path, self.kind, exc) from None
 
     def _scan_batches(self, csv_schema: Any) -> None:
-        path = Path(self.path)
-        if self.kind == "csv":
-            spill_dir = tempfile.mkdtemp(prefix="tfpipe-table-")
-            spill = os.path.join(spill_dir, "rows.arrow")
-            try:
-                self._scan_into(iter(_csv_reader(path, csv_schema)), spill)
-            except BaseException:
-                shutil.rmtree(spill_dir, ignore_errors=True)
-                raise
-            # The copy lives as long as the reader does: the source and every
-            # planned shard hold it (workers get pickled copies, without this hook).
-            self._cleanup = weakref.finalize(self._reader, shutil.rmtree, spill_dir, True)
-            return
         import pyarrow.parquet as pq
 
-        self._scan_into(pq.ParquetFile(path).iter_batches(batch_size=BATCH_ROWS,
-                                                          use_threads=False), None)
+        path = Path(self.path)
+        # Per-row sizes (and a CSV's Arrow copy) go to disk, not memory.
+        spill_dir = tempfile.mkdtemp(prefix="tfpipe-table-")
+        try:
+            if self.kind == "csv":
+                self._scan_into(iter(_csv_reader(path, csv_schema)),
+                                os.path.join(spill_dir, "rows.arrow"), spill_dir)
+            else:
+                self._scan_into(pq.ParquetFile(path).iter_batches(batch_size=BATCH_ROWS,
+                                                                  use_threads=False),
+                                None, spill_dir)
+        except BaseException:
+            shutil.rmtree(spill_dir, ignore_errors=True)
+            raise
+        # The files live as long as the reader does: the source and every planned
+        # shard hold it (workers get pickled copies, without this hook).
+        self._cleanup = weakref.finalize(self._reader, shutil.rmtree, spill_dir, True)
 
-    def _scan_into(self, batches: Iterator[Any], spill: str | None) -> None:
+    def _scan_into(self, batches: Iterator[Any], spill: str | None, spill_dir: str) -> None:
         import pyarrow as pa
         import pyarrow.compute as pc
 
@@ -579,7 +769,8 @@ class TableSource(Source):
         writer = None
         names = self.columns
         nulls = [0] * len(names)
-        sizes: list[np.ndarray] = []
+        sizes_path = os.path.join(spill_dir, "sizes.i64")
+        sizes = open(sizes_path, "wb")
         required_null: dict[int, str] = {}  # row -> first null required column
         labels: set[Any] = set()
         offsets = [0]
@@ -595,7 +786,7 @@ class TableSource(Source):
                 for i, column in enumerate(batch.columns):
                     nulls[i] += column.null_count
                     row_size += _approx_sizes(column)
-                sizes.append(row_size)
+                row_size.tofile(sizes)
                 for name in (self.image_column, self.label_column):
                     if name is None:
                         continue
@@ -609,6 +800,7 @@ class TableSource(Source):
                         names.index(self.label_column))).to_pylist() if v is not None)
                 start += batch.num_rows
         finally:
+            sizes.close()
             if writer is not None:
                 writer.close()
         if spill is not None:
@@ -627,7 +819,7 @@ class TableSource(Source):
         self._reader = reader
         self.num_rows = start
         self._null_counts = nulls
-        self._sizes = _compact(np.concatenate(sizes) if sizes else np.zeros(0, np.int64))
+        self._sizes_path = sizes_path  # int64 per row, read a chunk at a time
         self._required_null = required_null
         self._labels = labels
 
@@ -651,13 +843,20 @@ class TableSource(Source):
 
     def enumerate(self) -> Enumeration:
         out = Enumeration()
-        good = np.ones(self.num_rows, dtype=bool)
-        sizes = self._sizes.astype(np.int64)  # + image file sizes
         bad: dict[int, tuple[Item, str]] = {}
         for index, column in self._required_null.items():
-            good[index] = False
             bad[index] = (Item(f"row:{index}", 0, None, self._name(index)),
                           f"null in required column {column!r}")
+        if self.image_column is None:
+            # No per-row arrays in memory: the good rows are all but the bad ones,
+            # their sizes read from the scan's file a chunk at a time.
+            out.bad = [bad[i] for i in sorted(bad)]
+            out.items = _AllRows(self._reader, self.num_rows,  # type: ignore[assignment]
+                                 np.asarray(sorted(bad), dtype=np.int64), self._sizes_path)
+            return out
+        good = np.ones(self.num_rows, dtype=bool)
+        good[list(bad)] = False
+        sizes = np.fromfile(self._sizes_path, dtype=np.int64)  # + image file sizes
         if self.image_column is not None:
             base = Path(self.path).parent
             start = 0
@@ -706,7 +905,7 @@ class TableSource(Source):
     def __getstate__(self) -> dict[str, Any]:
         # Workers get rows through the shard plan (row indices), not the scan's arrays.
         state = dict(self.__dict__)
-        for name in ("_sizes", "_required_null", "_labels", "_cleanup"):
+        for name in ("_sizes_path", "_required_null", "_labels", "_cleanup"):
             state.pop(name, None)
         return state
 
@@ -754,14 +953,15 @@ class TableSource(Source):
             items = shard.items
             if isinstance(items, TableRows):
                 reader = items.reader
+                rows, sizes = items.arrays()
                 start = 0
-                for batch in reader.batches(items.rows):
+                for batch in reader.batches(rows):
                     n = batch.num_rows
                     stored = _stored_batch(batch, self._dtypes)
                     bufs = columnar(stored)
                     if bufs is None:
-                        yield row_by_row(list(reader.items(items.rows[start:start + n],
-                                                           items.sizes[start:start + n])))
+                        yield row_by_row(list(reader.items(rows[start:start + n],
+                                                           sizes[start:start + n])))
                     else:
                         yield from ((buf, n if k == 0 else 0) for k, buf in enumerate(bufs))
                     start += n
