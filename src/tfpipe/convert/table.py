@@ -8,12 +8,14 @@ the image and label columns are required instead: a null there makes a bad row.
 
 The table is streamed, never held whole (docs/convert.md "Tables"): one pass in
 batches finds the schema's nulls, the labels and each row's size (vectorized in
-Arrow); the plan is NumPy arrays of row indices; a shard reads only its rows,
+Arrow, the sizes spilled to a file); the plan streams over those (`TableRows.
+plan_shards`) into a file of row indices per shard; a shard reads only its rows,
 row group by row group (Parquet) or batch by batch from a temporary Arrow IPC
-copy written during that pass (CSV, which has no random access). Peak memory is
-~40 bytes per row for the plan plus about one shard's rows, not the table
-(docs/performance-history.md); the records, manifest and statistics are byte-identical
-to reading the whole table at once (tests/convert/test_table_streaming.py).
+copy written during that pass (CSV, which has no random access), and encodes
+them column by column (`tfpipe.records.ColumnarEncoder`). Peak memory is about
+one shard's rows, not the table; the records, manifest and statistics are
+byte-identical to reading the whole table at once
+(tests/convert/test_table_streaming.py).
 """
 
 from __future__ import annotations
