@@ -133,8 +133,15 @@ def _sidecar(state: Path, name: str) -> Path:
 
 def plan_record(plan: Plan, identity: dict[str, Any], compression: str | None) -> dict[str, Any]:
     """What a resumed run must agree with: settings, schema and every shard's inputs."""
+    # Shards hash independently: two at a time (a table's digest is Arrow reads, C and
+    # sha256, which all release the GIL), in plan order in the record.
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max(1, min(2, os.cpu_count() or 1))) as pool:
+        digests = list(pool.map(lambda s: s.digest(), plan.shards))
     shards = [{"name": shard_name(s.split, s.index, s.count, compression),
-               "inputs": s.digest(), "num_inputs": len(s.items)} for s in plan.shards]
+               "inputs": digest, "num_inputs": len(s.items)}
+              for s, digest in zip(plan.shards, digests)]
     plan_id = hashlib.sha256(canonical_json([identity, shards]).encode()).hexdigest()
     return {"plan_id": plan_id, "identity": identity, "shards": shards}
 

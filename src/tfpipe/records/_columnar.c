@@ -393,7 +393,15 @@ static char *put_repr(char *p, double x) {
     return p + n - decpt;
 }
 
-static const char HEX[] = "0123456789abcdef";
+static char HEX2[512]; /* "000102...ff": two hex digits per byte value */
+
+static void hex_init(void) {
+    static const char HEX[] = "0123456789abcdef";
+    for (int i = 0; i < 256; i++) {
+        HEX2[2 * i] = HEX[i >> 4];
+        HEX2[2 * i + 1] = HEX[i & 15];
+    }
+}
 
 static char *put_int(char *p, int64_t v) {
     char tmp[24];
@@ -420,8 +428,8 @@ static char *put_json_value(const tfp_column *c, int64_t i, char *p) {
         memcpy(p, "{\"__bytes__\":\"", 14);
         p += 14;
         for (int32_t k = 0; k < l; k++) {
-            *p++ = HEX[s[k] >> 4];
-            *p++ = HEX[s[k] & 15];
+            memcpy(p, HEX2 + 2 * s[k], 2);
+            p += 2;
         }
         *p++ = '"';
         *p++ = '}';
@@ -436,6 +444,7 @@ static char *put_json_value(const tfp_column *c, int64_t i, char *p) {
 int64_t tfp_json_rows(const tfp_column *cols, int32_t ncols, int64_t r0, int64_t r1,
                       const int64_t *row_index, char *out, int64_t cap) {
     char *p = out, *limit = out + cap;
+    hex_init(); /* benign race: every thread writes the same table */
     for (int64_t r = r0; r < r1; r++) {
         uint64_t need = 64;
         for (int32_t k = 0; k < ncols; k++) {
