@@ -83,8 +83,9 @@ def test_payload_items_encode_like_encode_example(rich_parquet) -> None:
 @pytest.mark.parametrize("buckets", [1, 8, 1 << 16])
 def test_streaming_plan_equals_the_per_item_plan(tmp_path, monkeypatch, buckets) -> None:
     """The table plan keeps no per-row arrays (histogram + per-shard files); its shards
-    hold exactly the rows, in exactly the order, of `_plan.plan_shards` over Items.
-    Few buckets put many cuts inside one bucket (the exactly ranked path)."""
+    hold exactly the rows, in exactly the order, of `_plan.plan_shards` over Items,
+    and read them from one partitioning pass over the table. Few buckets put many
+    cuts inside one bucket (the exactly ranked path)."""
     from tfpipe.convert._plan import plan_shards
 
     t = rich_table(700, seed=9).select(["id", "word", "label"])
@@ -107,3 +108,4 @@ def test_streaming_plan_equals_the_per_item_plan(tmp_path, monkeypatch, buckets)
         assert [f"row:{i}" for i in g.items.rows.tolist()] == [it.key for it in w.items]
         assert g.items.sizes.tolist() == [it.size for it in w.items]
         assert g.digest() == w.digest()
+        assert list(g.items) == list(w.items)  # read from the shard's own copy of its rows

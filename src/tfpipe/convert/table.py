@@ -229,6 +229,27 @@ class _RowReader:
             for index, size, row in zip(indices, part_sizes, part):
                 yield self._item(index, size, row)
 
+    def batch_items(self, batch: Any, rows: np.ndarray, sizes: np.ndarray) -> list[Item]:
+        """The Items of a batch of these rows (`rows`: their table indices)."""
+        return [self._item(index, size, row) for index, size, row in
+                zip(rows.tolist(), sizes.tolist(), batch.to_pylist())]
+
+    def all_batches(self, chunk: int) -> Iterator[Any]:
+        """The whole table in row order, `chunk` rows at most per batch."""
+        if self.kind == "ipc":
+            import pyarrow as pa
+
+            with pa.OSFile(self.path, "rb") as f:
+                reader = pa.ipc.open_file(f)
+                for i in range(reader.num_record_batches):
+                    batch = reader.get_batch(i)
+                    for start in range(0, batch.num_rows, chunk):
+                        yield batch.slice(start, chunk)
+            return
+        import pyarrow.parquet as pq
+
+        yield from pq.ParquetFile(self.path).iter_batches(batch_size=chunk)
+
     def _item(self, index: int, size: int, row: dict[str, Any]) -> Item:
         name = f"{self.display} row {index}"
         if self.image_column is not None:
@@ -380,11 +401,7 @@ class TableRows(Sequence[Item]):
         from tfpipe.convert._plan import canonical_json
         from tfpipe.records import columnar
 
-        all_rows, all_sizes = self.arrays()
-        start = 0
-        for batch in self.reader.batches(all_rows):
-            n = batch.num_rows
-            rows = all_rows[start:start + n]
+        for batch, rows, sizes in self.plan_batches():
             stored = _stored_batch(batch, self.reader.dtypes, digest=True)
             lines = None
             if stored is not None:
@@ -393,11 +410,19 @@ class TableRows(Sequence[Item]):
                 except TypeError:
                     lines = None
             if lines is None:
-                for item in self.reader.items(rows, all_sizes[start:start + n]):
+                for item in self.reader.batch_items(batch, rows, sizes):
                     h.update(canonical_json([item.key, item.payload]).encode())
                     h.update(b"\n")
             else:
                 h.update(lines)
+
+    def plan_batches(self) -> Iterator[tuple[Any, np.ndarray, np.ndarray]]:
+        """(RecordBatch, row indices, sizes) of these rows, in order, a batch at a time."""
+        rows, sizes = self.arrays()
+        start = 0
+        for batch in self.reader.batches(rows):
+            n = batch.num_rows
+            yield batch, rows[start:start + n], sizes[start:start + n]
             start += n
 
     @property
@@ -486,8 +511,9 @@ class TableRows(Sequence[Item]):
             if near.any():
                 held.append((split[near], o[near], bucket[near], rows[near], sizes[near]))
             far = ~near
-            files.append(first_gid[split[far]] + shard_of_bucket[split[far], bucket[far]],
-                         rows[far], sizes[far])
+            gids = first_gid[split[far]] + shard_of_bucket[split[far], bucket[far]]
+            files.append(gids, rows[far], sizes[far])
+            files.note_rows(rows[far], gids)
         if held:
             split, o, bucket, rows, sizes = (np.concatenate(p) for p in zip(*held))
             for k in range(nsplit):
@@ -502,6 +528,8 @@ class TableRows(Sequence[Item]):
                 rank = starts[k, b] + (np.arange(len(members)) - first)
                 shard = np.searchsorted(cuts[k], rank, side="right")
                 files.append(first_gid[k] + shard, rows[members], sizes[members])
+                files.note_rows(rows[members], first_gid[k] + shard)
+        files.close_rows(int(self.reader.offsets[-1]))
         return plan
 
 
@@ -521,14 +549,106 @@ def _unit_hashes(seed: int, domain: str, rows: np.ndarray) -> np.ndarray:
 
 class _PlanFiles:
     """Each planned shard's row indices and sizes, appended to a file per shard, in a
-    temporary directory removed when the plan (every shard holding this) is gone."""
+    temporary directory removed when the plan (every shard holding this) is gone.
+
+    Before the first shard is read, one pass over the table copies each shard's rows
+    (Arrow IPC, in table order) into the shard's own file (`partition`): a shard's
+    rows are spread over the whole table by the seeded order, so reading them from
+    the table would read every row group once per shard (twice: digest and write).
+    The copy needs about the table's Arrow size on disk, under `$TMPDIR`.
+    """
 
     def __init__(self) -> None:
         self.dir = tempfile.mkdtemp(prefix="tfpipe-plan-")
         self._cleanup = weakref.finalize(self, shutil.rmtree, self.dir, True)
+        self._gid_file: Any = open(os.path.join(self.dir, "gid.i32"), "w+b")
 
     def __getstate__(self) -> dict[str, Any]:
         return {"dir": self.dir}  # workers read the files; only the planner removes them
+
+    def note_rows(self, rows: np.ndarray, gids: np.ndarray) -> None:
+        """Record the shard of these rows (gid + 1 per table row; 0: not planned)."""
+        if len(rows) == 0:
+            return
+        order = np.argsort(rows, kind="stable")
+        rows, gids = rows[order], gids[order]
+        lo, hi = int(rows[0]), int(rows[-1]) + 1
+        if hi - lo <= 4 * len(rows):  # a dense run: read, fill in, write back
+            fd = self._gid_file.fileno()
+            part = np.zeros(hi - lo, np.int32)
+            old = np.frombuffer(os.pread(fd, 4 * (hi - lo), 4 * lo), np.int32)
+            part[:len(old)] = old
+            part[rows - lo] = gids + 1
+            os.pwrite(self._gid_file.fileno(), part.tobytes(), 4 * lo)
+            return
+        for r, g in zip(rows.tolist(), (gids + 1).astype(np.int32).tolist()):
+            os.pwrite(self._gid_file.fileno(), np.int32(g).tobytes(), 4 * r)
+
+    def close_rows(self, num_rows: int) -> None:
+        self._gid_file.truncate(4 * num_rows)
+        self._gid_file.close()
+
+    def _shard_path(self, gid: int) -> str:
+        return os.path.join(self.dir, f"{gid}.arrows")
+
+    def partition(self, reader: _RowReader) -> None:
+        """Copy every shard's rows out of the table, once (any process, any thread)."""
+        import fcntl
+        import pyarrow as pa
+
+        done = os.path.join(self.dir, "partitioned")
+        if os.path.exists(done):
+            return
+        with _PARTITION_LOCK, open(os.path.join(self.dir, ".lock"), "a+b") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            try:
+                if os.path.exists(done):
+                    return
+                start = 0
+                with open(os.path.join(self.dir, "gid.i32"), "rb") as g:
+                    for batch in reader.all_batches(4 * BATCH_ROWS):
+                        n = batch.num_rows
+                        gid = np.fromfile(g, np.int32, n).astype(np.int64) - 1
+                        # plain arrays: each copy holds rows of many batches
+                        batch = pa.RecordBatch.from_arrays(
+                            [c.dictionary_decode() if pa.types.is_dictionary(c.type) else c
+                             for c in batch.columns], names=batch.schema.names)
+                        batch = batch.append_column(
+                            _ROW, pa.array(np.arange(start, start + n, dtype=np.int64)))
+                        order = np.argsort(gid, kind="stable")
+                        gid = gid[order]
+                        bounds = np.flatnonzero(np.diff(gid)) + 1
+                        for lo, hi in zip([0, *bounds.tolist()], [*bounds.tolist(), n]):
+                            if gid[lo] < 0:
+                                continue  # a bad row: in no shard
+                            sink = pa.BufferOutputStream()
+                            with pa.ipc.new_stream(sink, batch.schema) as w:
+                                w.write_batch(batch.take(order[lo:hi]))
+                            data = sink.getvalue()
+                            with open(self._shard_path(int(gid[lo])), "ab") as f:
+                                f.write(data)
+                            with open(self._shard_path(int(gid[lo])) + ".len", "ab") as f:
+                                f.write(np.int64(data.size).tobytes())
+                        start += n
+                open(done, "wb").close()
+            finally:
+                fcntl.flock(lock, fcntl.LOCK_UN)
+
+    def shard_table(self, gid: int) -> Any:
+        """The rows of shard `gid` (with their index in column `_ROW`), table order."""
+        import pyarrow as pa
+
+        path = self._shard_path(gid)
+        if not os.path.exists(path):
+            return None
+        lengths = np.fromfile(path + ".len", np.int64)
+        with pa.memory_map(path) as source:
+            buf = source.read_buffer()
+        tables, pos = [], 0
+        for length in lengths.tolist():
+            tables.append(pa.ipc.open_stream(buf.slice(pos, length)).read_all())
+            pos += length
+        return pa.concat_tables(tables)
 
     def path(self, gid: int) -> str:
         return os.path.join(self.dir, f"{gid}.i64")
@@ -581,13 +701,40 @@ class _SpilledRows(TableRows):
     def sizes(self) -> np.ndarray:
         return self.arrays()[1]
 
+    def plan_batches(self) -> Iterator[tuple[Any, np.ndarray, np.ndarray]]:
+        """From the shard's own copy of its rows (`_PlanFiles.partition`)."""
+        self._files.partition(self.reader)
+        table = self._files.shard_table(self._gid)
+        rows_f, sizes_f = self._files.load(self._gid)
+        if table is None or table.num_rows != self._count:  # pragma: no cover - damaged
+            raise InputError(f"the plan files in {self._files.dir} do not hold the "
+                             f"{self._count} rows of a shard; rerun the conversion")
+        rows = table.column(_ROW).to_numpy()
+        o = _unit_hashes(self._seed, "order", rows)
+        members = np.argsort(o, kind="stable")
+        _break_ties(members, o, rows)
+        rows = rows[members]
+        by_row = np.argsort(rows_f, kind="stable")
+        sizes = sizes_f[by_row[np.searchsorted(rows_f[by_row], rows)]]
+        table = table.drop_columns([_ROW])
+        pos = 0
+        for lo in range(0, len(rows), BATCH_ROWS):
+            for batch in table.take(members[lo:lo + BATCH_ROWS]).to_batches():
+                n = batch.num_rows
+                yield batch, rows[pos:pos + n], sizes[pos:pos + n]
+                pos += n
+
     def __iter__(self) -> Iterator[Item]:
-        rows, sizes = self.arrays()
-        return self.reader.items(rows, sizes)
+        for batch, rows, sizes in self.plan_batches():
+            yield from self.reader.batch_items(batch, rows, sizes)
 
     def __getitem__(self, index: Any) -> Any:
         rows, sizes = self.arrays()
         return TableRows(self.reader, rows, sizes)[index]
+
+
+_ROW = "__tfpipe_row__"
+_PARTITION_LOCK = __import__("threading").Lock()
 
 
 class _AllRows(TableRows):
@@ -954,19 +1101,13 @@ class TableSource(Source):
         def frames() -> Iterator[tuple[Any, int]]:
             items = shard.items
             if isinstance(items, TableRows):
-                reader = items.reader
-                rows, sizes = items.arrays()
-                start = 0
-                for batch in reader.batches(rows):
+                for batch, rows, sizes in items.plan_batches():
                     n = batch.num_rows
-                    stored = _stored_batch(batch, self._dtypes)
-                    bufs = columnar(stored)
+                    bufs = columnar(_stored_batch(batch, self._dtypes))
                     if bufs is None:
-                        yield row_by_row(list(reader.items(rows[start:start + n],
-                                                           sizes[start:start + n])))
+                        yield row_by_row(items.reader.batch_items(batch, rows, sizes))
                     else:
                         yield from ((buf, n if k == 0 else 0) for k, buf in enumerate(bufs))
-                    start += n
                 return
             # Items with payloads (the Beam runner's plan files): columnar too.
             for start in range(0, len(items), BATCH_ROWS):
