@@ -617,13 +617,14 @@ class _PlanFiles:
                             _ROW, pa.array(np.arange(start, start + n, dtype=np.int64)))
                         order = np.argsort(gid, kind="stable")
                         gid = gid[order]
+                        grouped = batch.take(order)  # one gather; each shard a slice
                         bounds = np.flatnonzero(np.diff(gid)) + 1
                         for lo, hi in zip([0, *bounds.tolist()], [*bounds.tolist(), n]):
                             if gid[lo] < 0:
                                 continue  # a bad row: in no shard
                             sink = pa.BufferOutputStream()
                             with pa.ipc.new_stream(sink, batch.schema) as w:
-                                w.write_batch(batch.take(order[lo:hi]))
+                                w.write_batch(grouped.slice(lo, hi - lo))
                             data = sink.getvalue()
                             with open(self._shard_path(int(gid[lo])), "ab") as f:
                                 f.write(data)
