@@ -24,6 +24,7 @@ import math
 import os
 import shutil
 import tempfile
+import threading
 import weakref
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -449,7 +450,8 @@ class TableRows(Sequence[Item]):
         a histogram of its order hashes (65536 buckets), which places every cut in a
         bucket; a second pass sends each row's index and size to its shard's file
         (rows of a bucket holding a cut are ranked exactly, in memory: ~n/65536 rows
-        per cut). A shard sorts its own rows when read (`_SpilledRows`).
+        per cut). A shard sorts its own rows when read (`_SpilledRows`), from its
+        own copy of them (`_PlanFiles.partition`).
         """
         names = list(ratios)
         # the cumulative edges as _plan.assign_split adds them (float by float)
@@ -735,7 +737,7 @@ class _SpilledRows(TableRows):
 
 
 _ROW = "__tfpipe_row__"
-_PARTITION_LOCK = __import__("threading").Lock()
+_PARTITION_LOCK = threading.Lock()  # the digest threads share one partitioning pass
 
 
 class _AllRows(TableRows):

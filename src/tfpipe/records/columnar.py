@@ -355,8 +355,7 @@ class ColumnarEncoder:
                 cols[k].kind = _K_CONST
             else:
                 arr = batch.column(batch.schema.get_field_index(name))
-                self._column_parts(name, arr, dry=True)
-                col, held = self._column_parts(name, arr)
+                col, held = self._column_parts(name, arr)  # checks the type first
                 keep += held
                 cols[k] = col
                 raw = self._keys[name]
