@@ -89,7 +89,8 @@ for i in range(reader.num_record_batches):
     cols = []
     for col in b.columns:  # tfx-bsl takes list columns; a null row stays a null list
         offsets = pa.array(list(range(len(col) + 1)), pa.int32())
-        cols.append(pa.ListArray.from_arrays(offsets, col.fill_null(b"" if pa.types.is_binary(col.type) else 0), mask=col.is_null()))
+        filled = col.fill_null(b"" if pa.types.is_binary(col.type) else 0)
+        cols.append(pa.ListArray.from_arrays(offsets, filled, mask=col.is_null()))
     batches.append(pa.RecordBatch.from_arrays(cols, names=b.schema.names))
 enc = RecordBatchToExamplesEncoder()
 enc.encode(batches[0].slice(0, 100))

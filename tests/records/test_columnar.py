@@ -108,7 +108,8 @@ def test_json_rows_equal_canonical_json_floats_ints_bytes_nulls() -> None:
     if columnar.library() is None:
         pytest.skip(f"no C encoder here: {columnar.reason()}")
     rng = np.random.default_rng(2)
-    floats = [2.0 ** k for k in range(-1074, 1024, 3)] + [-(2.0 ** k) * 3 for k in range(-900, 900, 11)]
+    floats = [2.0 ** k for k in range(-1074, 1024, 3)]
+    floats += [-(2.0 ** k) * 3 for k in range(-900, 900, 11)]
     floats += [0.0, -0.0, float("nan"), float("inf"), -float("inf"), 1e16, 1e15, 1e-4, 1e-5, 0.1,
                5e-324, 1.7976931348623157e308, 123456789012345678.0]
     floats += [float(np.float32(v)) for v in rng.normal(0, 100, 500)]

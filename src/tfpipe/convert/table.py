@@ -502,9 +502,9 @@ class TableRows(Sequence[Item]):
                     exact[k, b] = True
             for j in range(count):
                 lo, hi = j * n // count, (j + 1) * n // count
+                rows_of_shard = _SpilledRows(self.reader, files, gid + j, hi - lo, seed)
                 plan.shards.append(ShardPlan(split_name, j, count,
-                                             _SpilledRows(self.reader, files, gid + j,  # type: ignore[arg-type]
-                                                          hi - lo, seed)))
+                                             rows_of_shard))  # type: ignore[arg-type]
             gid += count
         held: list[tuple[np.ndarray, ...]] = []  # rows of the buckets holding a cut
         for rows, sizes in self.chunks():
