@@ -53,6 +53,7 @@ def test_columnar_conversion_equals_row_by_row(rich_parquet, tmp_path, monkeypat
     monkeypatch.setattr(columnar, "json_rows",
                         lambda batch, rows: digested.append(len(rows)) or json_rows(batch, rows))
     monkeypatch.setattr(table_mod, "BATCH_ROWS", 97)  # several batches per shard
+    monkeypatch.setattr(table_mod, "_JSON_ROWS", 13)  # several JSON buffers per batch
     kwargs = dict(split="train=0.7,val=0.3", shard_size="80KB", seed=5, workers=1,
                   stats=True, stats_quantiles=5)
     fast = convert(rich_parquet, tmp_path / "fast", **kwargs)

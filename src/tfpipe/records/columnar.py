@@ -434,9 +434,9 @@ class ColumnarEncoder:
         return out
 
 
-def json_rows(batch: Any, rows: np.ndarray) -> bytes | None:
+def json_rows(batch: Any, rows: np.ndarray) -> memoryview | None:
     """`canonical_json([f"row:{i}", [i, {column: value}]]) + "\\n"` of every row
-    of `batch` (`rows`: each row's table index), concatenated, the bytes
+    of `batch` (`rows`: each row's table index), concatenated (a buffer), the bytes
     `tfpipe.convert`'s plan digest hashes; None without the C library.
 
     Columns are int64, float64 (as Python floats), binary (as bytes), or lists of
@@ -473,13 +473,13 @@ def json_rows(batch: Any, rows: np.ndarray) -> bytes | None:
         cols[k].key = ctypes.addressof(buf)
         cols[k].key_len = len(key)
     index = np.ascontiguousarray(rows, dtype=np.int64)
-    cap = batch.num_rows * 256 + batch.nbytes * 3
+    cap = batch.num_rows * 256 + batch.get_total_buffer_size() * 3
     while True:
         out = np.empty(cap, np.uint8)
         n = lib.tfp_json_rows(cols, len(names), 0, batch.num_rows, index.ctypes.data,
                               out.ctypes.data, cap)
         if n >= 0:
-            return out[:n].tobytes()
+            return memoryview(out[:n])  # no copy: hashlib takes any buffer
         cap *= 2
 
 
