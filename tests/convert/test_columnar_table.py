@@ -16,7 +16,7 @@ from tfpipe.convert import convert, table as table_mod
 from tfpipe.convert._plan import ShardPlan
 from tfpipe.records import ColumnarEncoder, columnar, encode_example, encode_frame
 
-from .test_table_streaming import rich_table
+from .test_table_streaming import csv_table, rich_table
 
 
 def _files(out: Path) -> dict[str, str]:
@@ -26,18 +26,31 @@ def _files(out: Path) -> dict[str, str]:
 
 @pytest.fixture(scope="module")
 def rich_parquet(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    t = rich_table(900, seed=4)
-    # Lists without null elements (a null inside a list is tabconv's policy, issue 26
-    # item 3); every other type of the golden table stays.
-    names = pa.array([[w for w in row if w is not None] for row in t.column("names").to_pylist()],
-                     pa.list_(pa.string()))
-    t = t.set_column(t.column_names.index("names"), "names", names)
+    # The golden table as it is: nulls inside lists, dates, timestamps, a dictionary,
+    # a fixed-size list: every column normalized (`_table_normalize`) takes the C path.
     path = tmp_path_factory.mktemp("columnar") / "rich.parquet"
-    pq.write_table(t, path, row_group_size=200)
+    pq.write_table(rich_table(900, seed=4), path, row_group_size=200)
     return path
 
 
-def test_columnar_conversion_equals_row_by_row(rich_parquet, tmp_path, monkeypatch) -> None:
+@pytest.fixture(scope="module")
+def rich_csv(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    # A CSV: empty strings are nulls, dates and timestamps as text read by pyarrow.
+    import pyarrow.csv as pacsv
+
+    path = tmp_path_factory.mktemp("columnar") / "rich.csv"
+    pacsv.write_csv(csv_table(900, seed=4), path)
+    return path
+
+
+@pytest.mark.parametrize("table,policy", [
+    ("parquet", {}),  # list nulls dropped, price float32, timestamps int64 epoch seconds
+    ("parquet", {"list_nulls": "drop-row", "keep_float64": ["price"], "time_unit": "ms"}),
+    ("csv", {"keep_float64": ["price"]}),
+])
+def test_columnar_conversion_equals_row_by_row(rich_parquet, rich_csv, tmp_path, monkeypatch,
+                                               table, policy) -> None:
+    src = rich_parquet if table == "parquet" else rich_csv
     if columnar.library() is None:
         pytest.skip(f"no C encoder here: {columnar.reason()}")
     calls = []
@@ -55,17 +68,22 @@ def test_columnar_conversion_equals_row_by_row(rich_parquet, tmp_path, monkeypat
     monkeypatch.setattr(table_mod, "BATCH_ROWS", 97)  # several batches per shard
     monkeypatch.setattr(table_mod, "_JSON_ROWS", 13)  # several JSON buffers per batch
     kwargs = dict(split="train=0.7,val=0.3", shard_size="80KB", seed=5, workers=1,
-                  stats=True, stats_quantiles=5)
-    fast = convert(rich_parquet, tmp_path / "fast", **kwargs)
-    assert sum(n for _, n in calls) == sum(fast.num_records.values()) == 900
+                  stats=True, stats_quantiles=5, **policy)
+    fast = convert(src, tmp_path / "fast", **kwargs)
+    # drop-row: the rows holding a null inside "names" are bad rows, never encoded
+    holed = sum(any((i + j) % 5 == 0 for j in range(i % 3)) for i in range(900))
+    skipped = sum(len(info.skipped) for info in fast.splits.values())
+    assert skipped == (holed if "list_nulls" in policy else 0) and holed > 100
+    rows = 900 - skipped
+    assert sum(n for _, n in calls) == sum(fast.num_records.values()) == rows
     shards = sum(len(info.shards) for info in fast.splits.values())
     assert all(native for native, _ in calls) and max(n for _, n in calls) <= 97
     assert len(calls) > shards > 2
-    assert sum(digested) == 900  # the plan digest, from Arrow in C too
+    assert sum(digested) == rows  # the plan digest, from Arrow in C too
     # The row-by-row path: encode_example per row, canonical_json per row.
     monkeypatch.setattr(table_mod.TableSource, "encoded_frames", lambda *a: None)
     monkeypatch.delattr(table_mod.TableRows, "digest_into")
-    convert(rich_parquet, tmp_path / "rows", **kwargs)
+    convert(src, tmp_path / "rows", **kwargs)
     assert _files(tmp_path / "fast") == _files(tmp_path / "rows")
 
 
