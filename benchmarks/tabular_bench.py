@@ -1,30 +1,36 @@
-"""Tabular pipeline rows/s vs two common alternatives, side by side in one run.
+"""Tabular pipeline rows/s vs what a Keras user writes, side by side in one run.
 
     PYTHONPATH=src .venv/bin/python benchmarks/tabular_bench.py --rows 40000 --rounds 3 --steps
 
 The synthetic CTR table (tfpipe.features.make_ctr_table) is converted with
-statistics; the same `FeatureTransforms` (from the same statistics.json) then
-run in three pipelines that all yield `(features, label)` batches of --batch rows:
+statistics; every variant yields `(features, label)` batches of --batch rows of
+the same 10 transforms (COLUMNS):
 
 - `tfpipe`: `build_pipeline` (records shuffled, batched, `parse_example` +
   transforms per batch);
-- `pandas`: `pandas.read_parquet` -> column arrays (nulls as value + mask) ->
-  `tf.data.Dataset.from_tensor_slices` -> shuffle -> batch -> transforms (the
-  pandas read is timed separately, once: it is paid per process, not per epoch);
+- `keras peer`: what the Keras structured-data examples write for the same
+  features: `pandas.read_parquet` -> `fillna` -> `from_tensor_slices(dict(df))`
+  -> shuffle -> batch -> a map of Keras preprocessing layers ADAPTED on the
+  table (`Normalization`, `Discretization`, `StringLookup`, `IntegerLookup`,
+  `Hashing`, `HashedCrossing`) and `tf.math` for log1p and the cyclic hour;
+  the read and the adapt are timed separately, once (paid per process);
+- `pandas`: the same pandas -> `from_tensor_slices` path running tfpipe's own
+  `FeatureTransforms` (so it isolates the reader + parse, not the transforms);
 - `per-record`: the same shards, `parse_single_example` + transforms per record,
-  then batch.
+  then batch;
+- `parse only`: the tfpipe pipeline with `parse_example` and no transforms;
+- `reader only`: `read_serialized` alone, batched (the reader's ceiling).
 
 `--steps` adds what each step of the tabular path costs or buys, in the same run:
 
-- `tfpipe, read_records (before)`: the pipeline as it was, on the image path's
-  per-record tolerant reader (`read_records`, (shard, index, record) triples);
-- `tfpipe, batch map serial`: the per-batch parse + transforms map with
-  `num_parallel_calls=1`;
-- `tfpipe, parse only`: `parse_example` without the transforms (their share);
-- `reader only`: `read_serialized` alone, batched (the reader's ceiling).
+- `tfpipe, read_records (before)`: the pipeline on the image path's per-record
+  tolerant reader (`read_records`, (shard, index, record) triples);
+- `tfpipe, batch map serial`: the per-batch parse + transforms with one call at a time.
 
 Each round times one full epoch of each variant (built once, one warm-up epoch
-first); ratios are per round against `tfpipe`, so machine load moves all three.
+first); ratios are per round against `tfpipe`, so machine load moves all of them.
+The last lines are the issue's targets: tfpipe / keras peer (>= 3x) and
+tfpipe / reader only (>= 0.5x), medians of the per-round ratios.
 """
 
 from __future__ import annotations
@@ -61,33 +67,38 @@ def epoch_seconds(ds: tf.data.Dataset) -> tuple[float, int]:
     return time.perf_counter() - t, rows
 
 
-def step_variants(cfg, batch: int) -> dict[str, tf.data.Dataset]:
-    """The tabular pipeline with one step changed each (module doc, --steps)."""
+def _dense(parsed: dict) -> dict:
+    return {k: tf.sparse.to_dense(v) if isinstance(v, tf.SparseTensor) else v
+            for k, v in parsed.items()}
+
+
+def step_variants(cfg, batch: int, steps: bool) -> dict[str, tf.data.Dataset]:
+    """The tabular pipeline with one step changed each (module doc)."""
     from tfpipe.pipeline import _tabular, build_pipeline
     from tfpipe.pipeline._settings import settings
-    from tfpipe.pipeline._source import read_records, read_serialized
+    from tfpipe.pipeline._source import KEY_SHIFT, read_records, read_serialized
 
     base = _tabular.Tabular
 
-    class Before(base):  # the reader and triples build_pipeline had before
+    class Before(base):  # the per-record reader build_pipeline had before read_serialized
         def records(self):
             s = self.s
             return read_records(self.my_files, self.compression, s.interleave_cycle,
-                                skip_framing=s.on_error == "skip", parallel=s.read_parallel)
-
-        def parse(self, shard, index, serialized):
-            return base.parse(self, serialized)
+                                skip_framing=s.on_error == "skip", parallel=s.read_parallel
+                                ).map(lambda sh, i, r: (tf.cast(sh, tf.int64) * KEY_SHIFT + i, r))
 
     class ParseOnly(base):
         def parse(self, serialized):
-            parsed = tf.io.parse_example(serialized, self.spec)
+            parsed = _dense(tf.io.parse_example(serialized, self.spec))
             return parsed, parsed.pop(self.label)
 
     parallel = _tabular.batch_parallelism
     out = {}
-    for name, cls, npc in (("tfpipe, read_records (before)", Before, parallel),
-                           ("tfpipe, batch map serial", base, lambda s: 1),
-                           ("tfpipe, parse only", ParseOnly, parallel)):
+    chosen = [("parse only", ParseOnly, parallel)]
+    if steps:
+        chosen += [("tfpipe, read_records (before)", Before, parallel),
+                   ("tfpipe, batch map serial", base, lambda s: 1)]
+    for name, cls, npc in chosen:
         _tabular.Tabular, _tabular.batch_parallelism = cls, npc
         try:
             out[name] = build_pipeline(cfg)
@@ -96,9 +107,64 @@ def step_variants(cfg, batch: int) -> dict[str, tf.data.Dataset]:
     s = settings(cfg)
     t = base(s, "train", (0, 1))
     reader = read_serialized(t.my_files, t.compression, s.interleave_cycle,
-                             skip_framing=s.on_error == "skip", parallel=s.read_parallel)
+                             skip_framing=s.on_error == "skip", parallel=1)
     out["reader only"] = reader.batch(batch).map(lambda r: ({}, r)).prefetch(tf.data.AUTOTUNE)
     return out
+
+
+def keras_peer(df, batch: int) -> tuple[tf.data.Dataset, float]:
+    """The Keras structured-data recipe for COLUMNS: layers adapted on the table
+    (nulls filled as the examples do: "" for strings, the mean for numbers, with
+    a missing flag where COLUMNS asks for one). Returns (dataset, adapt seconds)."""
+    import keras
+
+    t = time.perf_counter()
+    frame = {
+        "price": df["price"].to_numpy(np.float32),
+        "category": df["category"].fillna("").to_numpy(str),
+        "device": df["device"].fillna("").to_numpy(str),
+        "user_id": df["user_id"].to_numpy(np.int64),
+        "item_id": df["item_id"].to_numpy(np.int64),
+        "user_age": df["user_age"].fillna(df["user_age"].mean()).to_numpy(np.float32),
+        "age_missing": df["user_age"].isna().to_numpy(np.float32),
+        "timestamp": df["timestamp"].to_numpy(np.int64),
+    }
+    labels = df["label"].to_numpy(np.int64)
+    norm_price = keras.layers.Normalization(axis=None)
+    norm_price.adapt(frame["price"])
+    bucket = keras.layers.Discretization(num_bins=10)
+    bucket.adapt(frame["price"])
+    category = keras.layers.StringLookup()
+    category.adapt(frame["category"])
+    device = keras.layers.StringLookup()
+    device.adapt(frame["device"])
+    user = keras.layers.IntegerLookup(max_tokens=1001)
+    user.adapt(frame["user_id"])
+    item = keras.layers.Hashing(num_bins=4096)
+    cross = keras.layers.HashedCrossing(num_bins=4096)
+    norm_age = keras.layers.Normalization(axis=None)
+    norm_age.adapt(frame["user_age"])
+    adapt = time.perf_counter() - t
+
+    def features(x, y):
+        seconds = tf.cast(tf.math.floormod(x["timestamp"], 86400), tf.float32)
+        angle = seconds * (2 * np.pi / 86400)
+        return {"price": tf.math.log1p(tf.maximum(x["price"], 0.0)),
+                "price_z": norm_price(x["price"]),
+                "price_bucket": bucket(x["price"]),
+                "category": category(x["category"]),
+                "device": device(x["device"]),
+                "user": user(x["user_id"]),
+                "item": item(x["item_id"]),
+                "age": norm_age(x["user_age"]),
+                "age_missing": x["age_missing"],
+                "hour": tf.stack([tf.sin(angle), tf.cos(angle)], axis=-1),
+                "user_x_category": cross((x["user_id"], x["category"]))}, y
+
+    ds = (tf.data.Dataset.from_tensor_slices((frame, labels)).shuffle(10_000, seed=0)
+          .batch(batch).map(features, num_parallel_calls=tf.data.AUTOTUNE)
+          .prefetch(tf.data.AUTOTUNE))
+    return ds, adapt
 
 
 def main() -> None:
@@ -170,9 +236,10 @@ def main() -> None:
                   .map(one, num_parallel_calls=tf.data.AUTOTUNE).batch(args.batch)
                   .prefetch(tf.data.AUTOTUNE))
 
-    variants = {"tfpipe": tfpipe_ds, "pandas": pandas_ds, "per-record": per_record}
-    if args.steps:
-        variants.update(step_variants(cfg, args.batch))
+    peer_ds, adapt = keras_peer(df, args.batch)
+    variants = {"tfpipe": tfpipe_ds, "keras peer": peer_ds, "pandas": pandas_ds,
+                "per-record": per_record}
+    variants.update(step_variants(cfg, args.batch, args.steps))
     for ds in variants.values():
         epoch_seconds(ds)  # warm-up: traces, opens files, fills caches
     rates: dict[str, list[float]] = {k: [] for k in variants}
@@ -181,13 +248,18 @@ def main() -> None:
             sec, rows = epoch_seconds(ds)
             rates[name].append(rows / sec)
     print(f"rows {args.rows}, batch {args.batch}, rounds {args.rounds}, "
-          f"cpus {os.cpu_count()}, pandas read {pandas_read:.2f} s (once)")
+          f"cpus {os.cpu_count()}, pandas read {pandas_read:.2f} s, keras adapt {adapt:.2f} s "
+          "(once each)")
     print("| variant | rows/s (median) | x tfpipe per round (median, min-max) |")
     print("|---|---|---|")
     for name, r in rates.items():
         ratios = [a / b for a, b in zip(r, rates["tfpipe"])]
         print(f"| {name} | {statistics.median(r):,.0f} | {statistics.median(ratios):.2f} "
               f"({min(ratios):.2f}-{max(ratios):.2f}) |")
+    for peer, target in (("keras peer", 3.0), ("reader only", 0.5), ("parse only", None)):
+        ratios = [a / b for a, b in zip(rates["tfpipe"], rates[peer])]
+        goal = f" (target >= {target}x)" if target else ""
+        print(f"tfpipe / {peer}: {statistics.median(ratios):.2f}x{goal}")
 
 
 if __name__ == "__main__":

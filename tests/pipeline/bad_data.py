@@ -21,13 +21,14 @@ SHARDS = 3
 
 
 def write_bad_dataset(out: Path, images) -> str:
-    """Glob of the shards; record i goes to shard i % 3 as record i // 3."""
+    """Glob of the shards (train, and validation links to them); record i goes to
+    shard i % 3 as record i // 3."""
     recs = []
     for i, (enc, fmt, _) in enumerate(images):
         enc = BAD.get((i % SHARDS, i // SHARDS), enc)
         recs.append(_example(enc, fmt, i % CLASSES))
-    write_shards(out, "train", recs, SHARDS)
-    return str(out / "train-*.tfrecord")
+    write_shards(out, "train", recs, SHARDS, eval_links=True)
+    return str(out / "*.tfrecord")
 
 
 # ------------------------------------------------------------ converted data

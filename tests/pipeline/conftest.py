@@ -33,7 +33,11 @@ def _example(enc: bytes, fmt: str, label: int, boxes=None, classes=None) -> byte
     return tf.train.Example(features=tf.train.Features(feature=feat)).SerializeToString()
 
 
-def write_shards(out: Path, split: str, records: list[bytes], shards: int) -> list[str]:
+def write_shards(out: Path, split: str, records: list[bytes], shards: int,
+                 eval_links: bool = False) -> list[str]:
+    """`{split}-SSSSS-of-NNNNN.tfrecord` shards; `eval_links`: also
+    `validation-*` symlinks to them, so that a glob `out/*.tfrecord` reads the same
+    records for train and validation (a glob honours the split: records/splits.py)."""
     import tensorflow as tf
 
     out.mkdir(parents=True, exist_ok=True)
@@ -44,6 +48,8 @@ def write_shards(out: Path, split: str, records: list[bytes], shards: int) -> li
             for r in records[s::shards]:
                 w.write(r)
         paths.append(str(path))
+        if eval_links:
+            (out / f"validation-{s:05d}-of-{shards:05d}.tfrecord").symlink_to(path)
     return paths
 
 
@@ -70,11 +76,12 @@ def images():
 
 @pytest.fixture(scope="session")
 def dataset(tmp_path_factory, images) -> str:
-    """Glob of 3 shards (a glob ignores the split name: train and eval read the same)."""
+    """Glob of 3 train shards and their 3 validation links: train and eval read
+    the same records."""
     out = tmp_path_factory.mktemp("cls")
     recs = [_example(enc, fmt, i % CLASSES) for i, (enc, fmt, _) in enumerate(images)]
-    write_shards(out, "train", recs, 3)
-    return str(out / "train-*.tfrecord")
+    write_shards(out, "train", recs, 3, eval_links=True)
+    return str(out / "*.tfrecord")
 
 
 def base_config(path: str, **over) -> dict:

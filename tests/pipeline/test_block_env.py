@@ -36,7 +36,7 @@ def _has_markers(ds: tf.data.Dataset) -> list[bool]:
 def test_forced_off_keeps_the_per_element_path_with_the_same_bytes(dataset, monkeypatch):
     # one shard (19 records), no augmentation, uint8: the cheapest pipeline the block
     # path takes
-    cfg = base_config(dataset.replace("train-*", "train-00000-of-00003"),
+    cfg = base_config(dataset.replace("*.tfrecord", "train-00000-of-00003.tfrecord"),
                       **{"augment.geometry": {}, "augment.pixel": {},
                          "data.output_dtype": "uint8"})
     # the variables that used to steer it are not read any more

@@ -126,8 +126,8 @@ def big_dataset(tmp_path_factory) -> str:
         fmt = "png" if i % 8 == 3 else "jpeg"
         recs.append(_example(sample_data.encode(img, fmt), fmt, i % CLASSES))
     out = tmp_path_factory.mktemp("dct")
-    write_shards(out, "train", recs, 2)
-    return str(out / "train-*.tfrecord")
+    write_shards(out, "train", recs, 2, eval_links=True)
+    return str(out / "*.tfrecord")
 
 
 def _overrides(path: str, **over) -> dict:

@@ -36,8 +36,8 @@ def det_dataset(tmp_path_factory) -> str:
         box = [y0 / H, x0 / W, y1 / H, x1 / W]
         recs.append(_example(sample_data.encode(img, "png"), "png", 0, [box], [1 + i % 3]))
     out = Path(tmp_path_factory.mktemp("det"))
-    write_shards(out, "train", recs, 2)
-    return str(out / "train-*.tfrecord")
+    write_shards(out, "train", recs, 2, eval_links=True)
+    return str(out / "*.tfrecord")
 
 
 def _cfg(path, **over):
@@ -311,3 +311,19 @@ def test_affine_draws_are_random_affine(p):
 def test_pad_and_crop_draws_are_the_sampler(p):
     op = _op({"pad_and_crop": {"padding": 5, "p": p}})
     _same(op, _gated(op, lambda im, s: A.pad_and_crop(im, s, 5)))
+
+
+def test_label_offset_shifts_box_classes_not_padding(det_dataset):
+    """data.label_offset (1-based box classes, COCO-style): every real box's class
+    minus the offset, the padding stays -1. Before: the key did not exist."""
+    cfg = _cfg(det_dataset, **{"augment.geometry": {}, "pipeline.shuffle_buffer": 0})
+    plain = next(iter(build_pipeline(cfg, split="validation")))
+    shifted = next(iter(build_pipeline({**cfg, "data": {**cfg["data"], "label_offset": 1}},
+                                       split="validation")))
+    n = plain["num_boxes"].numpy()
+    want = plain["classes"].numpy().copy()
+    for row, k in enumerate(n):
+        want[row, :k] -= 1
+    np.testing.assert_array_equal(shifted["classes"].numpy(), want)
+    assert (want[:, 0] >= 0).all() and (want[:, 1:] == -1).all()
+    np.testing.assert_array_equal(shifted["boxes"].numpy(), plain["boxes"].numpy())

@@ -63,8 +63,8 @@ def damaged_dir(tmp_path_factory) -> str:
             if DAMAGED[i][0] != "truncated":
                 tf.io.decode_jpeg(enc)  # the premise: TF's own op does not fail
         recs.append(_example(enc, "jpeg", i % 4))
-    write_shards(Path(out), "train", recs, 2)
-    return str(Path(out) / "train-*.tfrecord")
+    write_shards(Path(out), "train", recs, 2, eval_links=True)
+    return str(Path(out) / "*.tfrecord")
 
 
 RUN = """

@@ -119,7 +119,8 @@ def datasets(tmp_path_factory) -> tuple[str, str]:
     root = Path(tmp_path_factory.mktemp("hosts"))
     images = make_images(24, seed=5)
     write_shards(root / "cls", "train",
-                 [_example(enc, fmt, i % CLASSES) for i, (enc, fmt, _) in enumerate(images)], 2)
+                 [_example(enc, fmt, i % CLASSES) for i, (enc, fmt, _) in enumerate(images)], 2,
+                 eval_links=True)
     rng = np.random.default_rng(7)
     recs = []
     for i, (enc, fmt, _) in enumerate(images[:16]):
@@ -127,8 +128,8 @@ def datasets(tmp_path_factory) -> tuple[str, str]:
         y0, x0 = rng.uniform(0.0, 0.5, n), rng.uniform(0.0, 0.5, n)
         boxes = np.stack([y0, x0, y0 + rng.uniform(0.1, 0.5, n), x0 + rng.uniform(0.1, 0.5, n)], 1)
         recs.append(_example(enc, fmt, 0, boxes, [1 + (i + k) % 3 for k in range(n)]))
-    write_shards(root / "det", "train", recs, 2)
-    return str(root / "cls" / "train-*.tfrecord"), str(root / "det" / "train-*.tfrecord")
+    write_shards(root / "det", "train", recs, 2, eval_links=True)
+    return str(root / "cls" / "*.tfrecord"), str(root / "det" / "*.tfrecord")
 
 
 def run_env(script: Path, data: tuple[str, str], extra: dict[str, str]) -> dict:

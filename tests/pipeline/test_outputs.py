@@ -259,8 +259,8 @@ def test_detection_enable_rate_gates_per_sample(tmp_path, images):
         if i in (5, 17):
             enc = b"not an image"
         recs.append(_example(enc, fmt, 0, [[0.2, 0.2, 0.8, 0.8]], [1 + i % 3]))
-    write_shards(tmp_path, "train", recs, 2)
-    path = str(tmp_path / "train-*.tfrecord")
+    write_shards(tmp_path, "train", recs, 2, eval_links=True)
+    path = str(tmp_path / "*.tfrecord")
     over = {"data.task": "detection", "data.max_boxes": 4, "data.output_dtype": "uint8",
             "augment.enable_rate": 0.5, "pipeline.shuffle_buffer": 0,
             "pipeline.drop_remainder": False, "pipeline.deterministic": False,

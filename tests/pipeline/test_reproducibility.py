@@ -121,7 +121,7 @@ def test_train_workers_disjoint_and_complete(dataset):
 def test_eval_workers_cover_every_record_once(dataset):
     """1 shard, 2 workers: elements are split; the eval images of both workers
     together are exactly the single-worker eval images."""
-    cfg = base_config(dataset.replace("train-*", "train-00000-*"))
+    cfg = base_config(dataset.replace("*.tfrecord", "*-00000-*.tfrecord"))
     whole = sorted(x.tobytes() for x, _ in by_index(
         build_pipeline(cfg, split="validation", keep_index=True)).values())
     assert len(whole) == -(-NUM // 3)  # eval never drops the remainder

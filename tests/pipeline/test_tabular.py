@@ -146,3 +146,33 @@ def test_build_errors_name_column_transform_and_statistics_file(data, tmp_path):
     with pytest.raises(ConfigError, match="features.label: 'clicked' is not a column"):
         build_pipeline(load_config({"data": {"path": data},
                                     "features": dict(CTR_FEATURES, label="clicked")}))
+
+
+def test_cross_of_a_nullable_and_a_non_null_column_matches_keras_on_the_records(data):
+    """Issue #26 item 7: a nullable column (var-length, [None] after parsing) crossed
+    with a fixed one ([B] static under drop_remainder) crashed the build in Keras'
+    HashedCrossing shape check. Oracle: Keras' own HashedCrossing on the decoded
+    records' values; bin 0 where either value is missing."""
+    import keras
+
+    feats = {"label": "label", "columns": {
+        "dev_x_cat": {"transform": "cross", "columns": ["device", "category"], "num_bins": 97},
+        "age_x_pos": {"transform": "cross", "columns": ["user_age", "position"],
+                      "num_bins": 64}}}
+    c = load_config({"seed": 5, "data": {"path": data},
+                     "pipeline": {"batch_size": BATCH, "shuffle_buffer": 1,
+                                  "interleave_cycle": 1, "drop_remainder": True},
+                     "features": feats})
+    got = list(build_pipeline(c))
+    rows = [decode_example(r.numpy()) for r in
+            tf.data.TFRecordDataset(Manifest.load(data).shard_paths(data, "train"))]
+    rows = rows[:len(got) * BATCH]
+    assert any(not r["device"] for r in rows) and any(not r["user_age"] for r in rows)
+    for out, (a, b, fill, bins) in {"dev_x_cat": ("device", "category", b"", 97),
+                                    "age_x_pos": ("user_age", "position", 0, 64)}.items():
+        miss = np.array([not r[a] or not r[b] for r in rows])
+        va = np.array([r[a][0] if r[a] else fill for r in rows])
+        vb = np.array([r[b][0] for r in rows])
+        want = np.asarray(keras.layers.HashedCrossing(num_bins=bins - 1)((va, vb))) + 1
+        want = np.where(miss, 0, want)
+        np.testing.assert_array_equal(np.concatenate([f[out].numpy() for f, _ in got]), want)

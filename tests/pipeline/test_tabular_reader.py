@@ -47,14 +47,21 @@ def datasets(tmp_path_factory):
     shutil.copytree(clean, damaged)
     bad_files = Manifest.load(damaged).shard_paths(damaged, "train")
     records = [shard_records(f) for f in files]
-    # frame: 8-byte length, 4-byte CRC, data, 4-byte CRC; flip the record's first data byte
-    offset = sum(12 + len(r) + 4 for r in records[DAMAGED_SHARD][:DAMAGED_RECORD])
-    with open(bad_files[DAMAGED_SHARD], "r+b") as f:
+    offset = damage(bad_files[DAMAGED_SHARD], records[DAMAGED_SHARD], DAMAGED_RECORD)
+    return clean, files, damaged, bad_files, records, offset
+
+
+def damage(path: str, records: list[bytes], k: int) -> int:
+    """Flip the first data byte of record `k` of shard `path` (its data CRC no longer
+    matches; same size); returns the record's frame offset. A frame: 8-byte length,
+    4-byte CRC, data, 4-byte CRC."""
+    offset = sum(12 + len(r) + 4 for r in records[:k])
+    with open(path, "r+b") as f:
         f.seek(offset + 12)
         byte = f.read(1)
         f.seek(offset + 12)
         f.write(bytes([byte[0] ^ 0xFF]))
-    return clean, files, damaged, bad_files, records, offset
+    return offset
 
 
 def test_intact_shards_read_in_the_interleave_order(datasets):
@@ -97,3 +104,94 @@ def test_build_pipeline_skip_counts_and_raise_names_shard_and_offset(datasets):
         for _ in build_pipeline(cfg(damaged, "raise")):
             pass
     assert shard in str(err.value) and f"at byte {offset}" in str(err.value)
+
+
+@pytest.mark.skipif(not native_tfrecord.available(), reason="resync needs the native library")
+def test_a_shard_damaged_after_the_build_time_walk_follows_on_error(datasets, tmp_path):
+    """Issue #26 item 2: the build-time walk found the shard intact, so it was read by
+    the stock reader alone, and damage made after build_pipeline returned ended the
+    run with TF's DataLossError. Now skip counts it and fills the pass; raise names
+    the shard and byte offset."""
+    clean, _, _, _, records, _ = datasets
+    later = str(tmp_path / "ctr")
+    shutil.copytree(clean, later)
+    files = Manifest.load(later).shard_paths(later, "train")
+    reset_skipped_counts()
+    skip = build_pipeline(cfg(later, "skip"))
+    strict = build_pipeline(cfg(later, "raise"))
+    offset = damage(files[DAMAGED_SHARD], records[DAMAGED_SHARD], DAMAGED_RECORD)
+    batches = sum(1 for _ in skip)
+    assert batches == int(skip.cardinality())
+    assert skipped_counts() == {files[DAMAGED_SHARD]: 1}
+    assert framing_losses()[files[DAMAGED_SHARD]]["offset"] == offset
+    with pytest.raises(tf.errors.InvalidArgumentError) as err:
+        for _ in strict:
+            pass
+    assert files[DAMAGED_SHARD] in str(err.value) and f"at byte {offset}" in str(err.value)
+
+
+def replace_records(data: str, split: str, new: dict[tuple[int, int], bytes]) -> None:
+    """Record r of shard k (each (k, r) of `new`) becomes the given bytes, framed
+    correctly; the manifest's sizes and sha256 follow (the framing is intact, only
+    the Example is wrong)."""
+    import hashlib
+    import json
+    import os
+
+    man_path = Path(data) / "manifest.json"
+    manifest = json.loads(man_path.read_text())
+    entries = manifest["splits"][split]["shards"]
+    for k in sorted({k for k, _ in new}):
+        path = Path(data) / entries[k]["path"]
+        records = shard_records(str(path))
+        for (kk, r), rec in new.items():
+            if kk == k:
+                records[r] = rec
+        with tf.io.TFRecordWriter(str(path)) as w:
+            for rec in records:
+                w.write(rec)
+        entries[k]["num_bytes"] = os.path.getsize(path)
+        entries[k]["sha256"] = hashlib.sha256(path.read_bytes()).hexdigest()
+    man_path.write_text(json.dumps(manifest, indent=2, sort_keys=True))
+
+
+def test_a_malformed_example_is_skipped_by_shard_and_record_or_named_under_raise(
+        datasets, tmp_path):
+    """Issue #26 item 1: one record that is no Example, one whose price is int64
+    (the schema says float32): the batch's parse_example failed and ended the run
+    naming neither shard nor record. Now skip drops exactly those two, counts them
+    per shard and delivers every other record in order; raise names the first."""
+    import numpy as np
+
+    from tfpipe.records import decode_example
+
+    clean, _, _, _, records, _ = datasets
+    bad_data = str(tmp_path / "ctr")
+    shutil.copytree(clean, bad_data)
+    wrong = tf.train.Example.FromString(records[1][7])
+    del wrong.features.feature["price"].float_list.value[:]
+    wrong.features.feature["price"].int64_list.value.append(12)
+    bad = {(0, 3): b"\xff\xff this is no Example", (1, 7): wrong.SerializeToString()}
+    replace_records(bad_data, "train", bad)
+    files = Manifest.load(bad_data).shard_paths(bad_data, "train")
+    c = load_config({"seed": 1, "data": {"path": bad_data},
+                     "pipeline": {"batch_size": 64, "shuffle_buffer": 1, "interleave_cycle": 1,
+                                  "drop_remainder": False, "on_error": "skip"},
+                     "features": {"label": "label", "columns": {
+                         "price": {"transform": "passthrough"},
+                         "category": {"transform": "vocabulary"}}}})
+    reset_skipped_counts()
+    got = list(build_pipeline(c))
+    assert skipped_counts() == {files[0]: 1, files[1]: 1}
+    keep = [decode_example(r) for k, shard in enumerate(records) for i, r in enumerate(shard)
+            if (k, i) not in bad]
+    np.testing.assert_array_equal(np.concatenate([y.numpy() for _, y in got]),
+                                  [r["label"][0] for r in keep])
+    np.testing.assert_array_equal(np.concatenate([f["price"].numpy() for f, _ in got]),
+                                  np.array([r["price"][0] for r in keep], np.float32))
+    assert all(len(y) == 64 for _, y in got[:-1])  # a short batch is refilled
+    c.pipeline.on_error = "raise"
+    with pytest.raises(tf.errors.InvalidArgumentError,
+                       match=f"bad record 3 in shard {files[0]}"):
+        for _ in build_pipeline(c):
+            pass

@@ -336,13 +336,13 @@ def check_records(ctx: Context) -> CheckResult:
     s = ctx.settings
     from tfpipe.errors import ManifestError
     from tfpipe.pipeline import build_stages, framing_losses, reset_skipped_counts
-    from tfpipe.records import Manifest, scan_file
+    from tfpipe.records import load_manifest, scan_file
 
     missing = _missing_data_path(str(s.data_path))
     if missing:
         return CheckResult(name, False, missing)
-    try:
-        manifest = Manifest.load(s.data_path)
+    try:  # manifest.json, or the one a TFDS-prepared directory's metadata gives
+        manifest = load_manifest(s.data_path)
     except ManifestError as exc:
         return CheckResult(name, True, f"no manifest to compare with ({str(exc)[:120]})",
                            skipped=True)
@@ -449,11 +449,58 @@ def check_dtypes_shapes(ctx: Context) -> CheckResult:
     return CheckResult(name, True, desc)
 
 
+# records whose labels `check` reads (the whole split when it is smaller): ~1 s of
+# protobuf decoding; a manifest's label range (tfpipe adopt) covers every record
+LABEL_SCAN_LIMIT = 20_000
+
+
+def scan_labels(s: Any, limit: int = LABEL_SCAN_LIMIT) -> tuple[list[str], int, int]:
+    """Read the stored labels of the train split's first `limit` records:
+    (problems naming shard, record, value, range and fix; records scanned; records
+    in the split). Labels minus `data.label_offset` must lie in [0, num_classes)."""
+    from tfpipe.pipeline import label_fix_text as fix_text
+    from tfpipe.records import decode_example, iter_frames, open_source
+
+    src = open_source(s.data_path, split="train")
+    source = src.manifest.source if src.manifest is not None else {}
+    stats = source.get("labels")
+    derived = source.get("keys") if source.get("format") == "tfds" else None
+    key = (s.keys or {}).get("label") or (derived or {}).get("label")
+    key = key or (stats.get("key") if isinstance(stats, dict) else None)
+    key = key or ("image/class/label" if "image/class/label" in src.schema else "label")
+    n = s.num_classes or len(src.class_names) or None
+    off = s.label_offset
+    problems: list[str] = []
+    lo = hi = None
+    scanned = 0
+    for f in src.files:
+        for index, _, data in iter_frames(f, src.compression):
+            if scanned >= limit:
+                break
+            scanned += 1
+            for v in decode_example(data).get(key, []):
+                lo = v if lo is None else min(lo, v)
+                hi = v if hi is None else max(hi, v)
+                if (v - off < 0 or (n is not None and v - off >= n)) and len(problems) < 3:
+                    problems.append(f"record {index} of {f}: {key} {v}"
+                                    + (f" (minus data.label_offset {off}: {v - off})" if off else "")
+                                    + f" outside [0, {n if n else '?'})")
+        if scanned >= limit:
+            break
+    if problems and lo is not None and hi is not None:
+        problems.append(f"labels found: [{lo}, {hi}] in {scanned} records; "
+                        f"{fix_text(lo, hi, n or hi + 1, off)}")
+    return problems, scanned, src.num_records
+
+
 def check_labels(ctx: Context) -> CheckResult:
     name = "labels"
     s = ctx.settings
     if s.task != "classification":
         return CheckResult(name, True, "detection: classes checked with shapes", skipped=True)
+    stored, scanned, total = scan_labels(s)
+    if stored:  # before building: the batches would stop at the first such label
+        return CheckResult(name, False, "; ".join(stored))
     mixing = [op.name for op in s.active("batch") if op.name in ("mixup", "cutmix")]
     problems = []
     for i, b in enumerate(ctx.first_batches()):

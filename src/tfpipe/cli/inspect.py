@@ -28,6 +28,12 @@ def _render(s: dict[str, Any]) -> None:
                     [[name, f"{info['records']:,}", str(info["shards"]), f"{info['bytes']:,}",
                       str(info["skipped"])] for name, info in s["splits"].items()],
                     right=["records", "shards", "bytes", "skipped inputs"]))
+    sug = s.get("suggested_keys") or {}
+    if s.get("features") and not sug.get("own"):
+        con.print(table(f"Keys (first {sug.get('records_read', '?')} records)",
+                        ["key", "dtype", "shape", "records"],
+                        [[f["key"], f["dtype"], f["shape"], str(f["records"])]
+                         for f in s["features"]], right=["records"]))
     if s.get("class_histogram") is not None:
         con.print(table(f"Classes in {s['split']!r} ({s['label_key']})",
                         ["label", "name", "count"],
@@ -40,6 +46,15 @@ def _render(s: dict[str, Any]) -> None:
                         [["" if r.get(c) is None else str(r.get(c)) for c in cols]
                          for r in s["records"]],
                         right=["index", "image bytes", "label"]))
+    if sug.get("own"):
+        con.print(text("tfpipe's own keys (image/encoded, image/class/label, ...): no data.keys "
+                       "needed"))
+    elif sug.get("keys"):
+        con.print(text("Suggested data.keys (paste into your config; docs/own-records.md):"))
+        # plain text, not through rich: no wrapping, no markup, exactly the YAML
+        click.echo(sug["yaml"], nl=False)
+    for note in sug.get("notes", []):
+        con.print(text(f"note: {note}"))
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
@@ -51,7 +66,9 @@ def _render(s: dict[str, Any]) -> None:
 def command(path: str, num_records: int, split: str | None, as_json: bool) -> None:
     """Show schema, counts per split, class histogram and the first N records.
 
-    PATH is a dataset directory (with manifest.json), a shard file or a glob.
+    PATH is a dataset directory (with manifest.json), a directory of shards, a
+    shard file or a glob. For records tfpipe did not write: every key with its
+    dtype and shape, and a suggested data.keys block, ready to paste.
     Warnings (a damaged shard: counted up to the damage) go to stderr.
     """
     from tfpipe.records import summarize

@@ -19,6 +19,7 @@ VERBS: dict[str, tuple[str, str]] = {
     "convert": ("tfpipe.cli.convert", "Convert raw data into sharded TFRecords with a manifest."),
     "inspect": ("tfpipe.cli.inspect", "Show schema, counts, class histogram and first records."),
     "verify": ("tfpipe.cli.verify", "Check manifest, checksums and every record; salvage damage."),
+    "adopt": ("tfpipe.cli.adopt", "Write a manifest for existing shards, without rewriting them."),
     "env": ("tfpipe.cli.env", "TensorFlow build, devices, CPUs and RAM this process may use."),
     "config": ("tfpipe.cli.config", "Show fully resolved configs and presets."),
     "preview": ("tfpipe.cli.preview", "Write a PNG grid of what the pipeline feeds the model."),

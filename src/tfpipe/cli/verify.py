@@ -58,8 +58,11 @@ def command(path: str, deep: bool, salvage_dir: str | None, as_json: bool) -> No
     """Check a dataset directory, a shard file or a glob of shards (quote it).
     Exit 0 only when intact.
 
-    Without a manifest.json the framing and CRCs of every record are checked and
-    the output says what could not be (counts, sizes, sha256). Every finding
+    Without a manifest.json (a glob, a directory of shards: TFDS-named too) the
+    framing and CRCs of every record are checked and counted (--deep: every
+    Example parses and its image decodes) and the output says what could not be
+    (sizes and sha256, declared counts and schema: `tfpipe adopt` writes a
+    manifest). Never DAMAGED for the missing manifest alone. Every finding
     names the file, the record index and the byte offset (offsets of GZIP shards
     count decompressed bytes).
     """
@@ -113,6 +116,8 @@ def _render(report: Any, salvaged: Any) -> None:
     con.print(text(f"{report.path}: {what}, {report.files_checked} files, "
                    f"{report.records_checked:,} intact records, {report.bytes_checked:,} bytes "
                    f"scanned{', deep' if report.deep else ''}"))
+    for note in getattr(report, "checked", []):
+        con.print(text(f"checked: {note}"))
     for note in report.unchecked:
         con.print(text(f"not checked: {note}"))
     if report.ok:

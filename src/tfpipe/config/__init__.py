@@ -23,6 +23,7 @@ from tfpipe.config.models import (
     AugmentConfig,
     Config,
     DataConfig,
+    KeysConfig,
     Normalize,
     PipelineConfig,
 )
@@ -43,6 +44,7 @@ __all__ = [
     "DataConfig",
     "FeatureColumn",
     "FeaturesConfig",
+    "KeysConfig",
     "Normalize",
     "OpConfig",
     "PipelineConfig",

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import difflib
 import re
+import typing
 from typing import Any
 
 from pydantic import BaseModel, ValidationError
@@ -56,6 +57,11 @@ def _model_at(root: type[BaseModel], parts: list[Any]) -> type[BaseModel] | None
             if field is None:
                 return None
             ann = field.annotation
+            # an optional section (`data.keys: KeysConfig | None`) owns its keys too
+            models = [a for a in typing.get_args(ann)
+                      if isinstance(a, type) and issubclass(a, BaseModel)]
+            if typing.get_origin(ann) is typing.Union and len(models) == 1:
+                ann = models[0]
             model = ann if isinstance(ann, type) and issubclass(ann, BaseModel) else None
             if model is None and i == 1 and parts[0] == "augment" and part in SECTIONS:
                 model = "section"

@@ -83,8 +83,75 @@ class Normalize(_Model):
     std: list[Float(0.0, lo_open=True)] = Field(default_factory=lambda: [0.229, 0.224, 0.225])  # type: ignore[valid-type]
 
 
+#: The roles `data.keys` maps to a record's feature keys (docs/own-records.md).
+KEY_ROLES = ("image", "label", "class_text", "boxes", "box_labels", "mask", "keypoints",
+             "height", "width", "filename")
+
+
+class BoxKeys(_Model):
+    """Boxes stored as four keys, one coordinate each (the OD API's layout)."""
+
+    ymin: str
+    xmin: str
+    ymax: str
+    xmax: str
+
+
+class KeysConfig(_Model):
+    """`data.keys`: tfpipe role -> the record's feature key (every role optional).
+
+    Boxes are one key of 4 floats per box (`box_format` gives the order) or four
+    keys (`BoxKeys`); `box_units: pixels` divides by the image's height/width
+    (the mapped `height`/`width` keys, else the encoded image's own size).
+    Conventions are declared, never guessed."""
+
+    image: Union[str, None] = None
+    label: Union[str, None] = None
+    class_text: Union[str, None] = None
+    boxes: Union[str, BoxKeys, None] = None
+    box_format: Literal["yxyx", "xyxy"] = "yxyx"
+    box_units: Literal["normalized", "pixels"] = "normalized"
+    box_labels: Union[str, None] = None
+    mask: Union[str, None] = None
+    keypoints: Union[str, None] = None
+    height: Union[str, None] = None
+    width: Union[str, None] = None
+    filename: Union[str, None] = None
+
+    @field_validator(*(r for r in KEY_ROLES if r != "boxes"), mode="before")
+    @classmethod
+    def _key(cls, v: Any) -> Any:
+        if v is not None and (not isinstance(v, str) or not v.strip()):
+            raise ValueError(f"must be a feature key of the records (a non-empty string), "
+                             f"got {fmt(v)}")
+        return v
+
+    @model_validator(mode="after")
+    def _box_conventions(self) -> "KeysConfig":
+        given = self.model_fields_set
+        if self.boxes is None and given & {"box_format", "box_units"}:
+            raise ValueError(".box_format/.box_units: describe `boxes`, which is not mapped; "
+                             "set data.keys.boxes or drop them")
+        if isinstance(self.boxes, BoxKeys) and "box_format" in given:
+            raise ValueError(".box_format: only for boxes in ONE key (4 floats per box); "
+                             "four keys name their coordinates already")
+        return self
+
+    def mapped(self) -> dict[str, Any]:
+        """The roles given (plus the box conventions when boxes are), as plain values."""
+        out = {r: getattr(self, r) for r in KEY_ROLES if getattr(self, r) is not None}
+        if isinstance(self.boxes, BoxKeys):
+            out["boxes"] = self.boxes.model_dump()
+            out["box_units"] = self.box_units
+        elif self.boxes is not None:
+            out["box_format"], out["box_units"] = self.box_format, self.box_units
+        return out
+
+
 class DataConfig(_Model):
     path: Union[str, None] = None
+    # tfpipe role -> record key, for records tfpipe did not write (None: tfpipe's own keys)
+    keys: Union[KeysConfig, None] = None
     task: Literal["classification", "detection"] = "classification"
     image_size: tuple[Int(1), Int(1)] = (224, 224)  # type: ignore[valid-type]
     channels: Literal[1, 3] = 3
@@ -92,6 +159,9 @@ class DataConfig(_Model):
     normalize: Normalize = Field(default_factory=Normalize)
     label_format: Literal["index", "one_hot"] = "index"
     num_classes: Union[Int(1), None] = None  # type: ignore[valid-type]
+    # subtracted from every label in the graph: 1 for 1-based label sets
+    # (docs/own-records.md "Labels out of range"); 0 keeps the bytes as they were
+    label_offset: Int(0) = 0  # type: ignore[valid-type]
     eval_crop_fraction: Float(0.0, 1.0, lo_open=True) = 0.875  # type: ignore[valid-type]
     max_boxes: Int(1) = 100  # type: ignore[valid-type]
     dct_scaling: bool = True
@@ -211,7 +281,8 @@ class AugmentConfig(_Model):
 # `to_dict()` leaves these keys out.
 _IMAGE_ONLY = {
     "data": ("task", "image_size", "channels", "output_dtype", "normalize", "label_format",
-             "num_classes", "eval_crop_fraction", "max_boxes", "dct_scaling"),
+             "num_classes", "eval_crop_fraction", "max_boxes", "dct_scaling", "label_offset",
+             "keys"),
     "pipeline": ("materialized", "prefetch_to_device"),
     "augment": ("enable_rate", "pixel_stage", "geometry", "pixel", "batch"),
 }
@@ -289,12 +360,16 @@ class Config(_Model):
     def to_dict(self) -> dict[str, Any]:
         """Plain, fully resolved dict in YAML shape (ops keyed by name, in order)."""
         out = self.model_dump(mode="json", exclude={"augment", "features"})
+        if self.data.keys is None:  # configs without a mapping keep their dict (and hash)
+            del out["data"]["keys"]
+        else:
+            out["data"]["keys"] = self.data.keys.model_dump(mode="json", exclude_none=True)
         if self.features is not None:
             # a tabular config shows the keys it reads: the image-only ones can only be
             # at their defaults here (validation refuses anything else)
             for section in ("data", "pipeline"):
                 for key in _IMAGE_ONLY[section]:
-                    out[section].pop(key)
+                    out[section].pop(key, None)
             out["features"] = self.features.to_dict()
             return out
         out["augment"] = {"enable_rate": self.augment.enable_rate,

@@ -115,8 +115,21 @@ def split_missing(value: Any, mask: Any, dtype: tf.DType, column: str
     """(dense [B] values, bool [B] missing) of one raw column (see module doc)."""
     zero = tf.constant("" if dtype == tf.string else 0, dtype)
     if isinstance(value, tf.SparseTensor):
-        value = tf.RaggedTensor.from_sparse(value)
-    if isinstance(value, tf.RaggedTensor):
+        # straight from parse_example's sparse output (no ragged detour): values
+        # per row counted, then each row's value at column 0 of a [B, 1] dense
+        rows = value.indices[:, 0]
+        n = value.dense_shape[0]
+        counts = tf.math.unsorted_segment_sum(tf.ones_like(rows), rows, n)
+        check = tf.debugging.assert_less_equal(
+            counts, tf.ones_like(counts),
+            message=f"column {column!r}: a row holds more than one value (list columns "
+                    "are not transformable; one value or null per row)")
+        with tf.control_dependencies([check]):
+            missing = tf.equal(counts, 0)
+            one = tf.SparseTensor(tf.stack([rows, tf.zeros_like(rows)], 1), value.values,
+                                  tf.stack([n, tf.constant(1, tf.int64)]))
+        value = tf.reshape(tf.sparse.to_dense(one, default_value=zero), [-1])
+    elif isinstance(value, tf.RaggedTensor):
         lengths = value.row_lengths()
         check = tf.debugging.assert_less_equal(
             lengths, tf.ones_like(lengths),
@@ -192,6 +205,13 @@ class FeatureTransforms(keras.layers.Layer):
         cols: dict[str, tuple[tf.Tensor, tf.Tensor]] = {}
         for c, spec in self.raw_spec.items():
             cols[c] = split_missing(raw[c], raw.get(c + MISSING_SUFFIX), spec.dtype, c)
+        # One static batch size for every column: a nullable column comes out of
+        # parse_example as [None] where a fixed one is [B] (drop_remainder), and
+        # a cross of the two must see equal shapes (issue #26 item 7)
+        known = [v.shape[0] for v, _ in cols.values() if v.shape[0] is not None]
+        if known:
+            cols = {c: (tf.ensure_shape(v, [known[0]]), tf.ensure_shape(m, [known[0]]))
+                    for c, (v, m) in cols.items()}
         out: dict[str, tf.Tensor] = {}
         for p in self._plans:
             out.update(p.apply(cols))

@@ -4,6 +4,7 @@ from tfpipe.pipeline._build import (STAGES, batches_per_pass, build_pipeline, bu
                                     one_epoch_view, set_epoch, stream_offset)
 from tfpipe.pipeline._classify import device_spec, device_stage
 from tfpipe.pipeline._cluster import ClusterWorker, tf_config_worker, worker_shares
+from tfpipe.pipeline._labels import fix_text as label_fix_text
 from tfpipe.pipeline._errors import framing_losses, reset_skipped_counts, skipped_counts
 from tfpipe.pipeline._materialize import MARKER as MATERIALIZED_MARKER
 from tfpipe.pipeline._materialize import config_hash, hashed_settings, materialize
@@ -33,6 +34,7 @@ __all__ = [
     "raw_rows",
     "framing_losses",
     "hashed_settings",
+    "label_fix_text",
     "reset_skipped_counts",
     "set_epoch",
     "settings",

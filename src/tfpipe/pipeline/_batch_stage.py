@@ -17,6 +17,7 @@ import tensorflow as tf
 from tfpipe import augment, seeds
 from tfpipe.augment import on_device
 from tfpipe.errors import ConfigError
+from tfpipe.pipeline._labels import offset_and_check
 from tfpipe.pipeline._pixel_stage import Inputs, PixelStage
 from tfpipe.pipeline._plan import SampleSeeds
 from tfpipe.pipeline._settings import Op, Settings
@@ -62,7 +63,11 @@ class BatchStage:
     def compose(self, batch: Batch, global_batch: tf.Tensor, num_classes: int | None,
                 keep_index: bool) -> Batch:
         images = batch["image"]  # uint8 (finished rows with `_written`)
-        labels: tf.Tensor = batch["label"]
+        # data.label_offset, and every label in [0, num_classes) or the iteration
+        # fails naming it (pipeline/_labels.py; values unchanged at offset 0)
+        labels: tf.Tensor = offset_and_check(
+            batch["label"], self.seeds.global_index(batch["_local"]) if "_local" in batch
+            else None, num_classes, self.s.label_offset)
         if self.s.one_hot:
             if not num_classes:
                 raise ConfigError("data.num_classes: needed for one-hot labels (label_format "

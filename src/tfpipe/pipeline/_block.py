@@ -281,8 +281,10 @@ def _parse_block(serialized: tf.Tensor, spec: dict[str, Any]) -> tuple[tf.Tensor
     `parse_example` (fails as a whole if any record is rejected)."""
     n = tf.shape(serialized)[0]
     feats = tf.io.parse_example(serialized, spec)
-    return (tf.reshape(feats[IMAGE_KEY], [n]),
-            tf.cast(tf.reshape(feats[LABEL_KEY], [n]), tf.int64))
+    # `_spec` lists (image, label) in that order: the record's own keys under data.keys
+    image_key, label_key = spec
+    return (tf.reshape(feats[image_key], [n]),
+            tf.cast(tf.reshape(feats[label_key], [n]), tf.int64))
 
 
 def _parse_rows(serialized: tf.Tensor, spec: dict[str, Any]

@@ -29,6 +29,7 @@ from tfpipe.errors import ConfigError, TfpipeError
 from tfpipe.pipeline import _block, _classify
 from tfpipe.pipeline._errors import guarded_map as isolate
 from tfpipe.pipeline._errors import new_iteration, planned
+from tfpipe.pipeline._labels import check_manifest_labels
 from tfpipe.pipeline._options import batch_parallelism, map_parallelism, options
 from tfpipe.pipeline._settings import AUTOTUNE, Settings, settings
 from tfpipe.pipeline._source import Source, open_records, read_records, worker_files
@@ -80,6 +81,8 @@ def _cache_path(s: Settings, split: str, files: list[str], worker: tuple[int, in
     keys = ("data_path", "task", "channels", "on_error")
     if what == "decoded":
         keys += ("image_size", "eval_crop_fraction", "max_boxes", "dct_scaling")
+    if s.keys is not None:  # a mapping changes what is parsed; without one, the names as before
+        keys += ("keys",)
     tag = s.fingerprint(*keys)
     stream = {
         # the record order: the interleave width as the reader resolves it
@@ -217,7 +220,10 @@ def _source(s: Settings, split: str, worker: Any) -> tuple[Source, list[str], tu
     if s.batch_size < 1:
         raise ConfigError(f"pipeline.batch_size: must be >= 1, got {s.batch_size}")
     wi, wc = _worker(worker)
-    src = open_records(s.data_path, split, s.task)
+    src = open_records(s.data_path, split, s.task, s.keys)
+    if s.task == "classification":  # free when the manifest records the label range
+        check_manifest_labels(src.label_stats, s.num_classes or src.num_classes,
+                              s.label_offset, str(s.data_path))
     files, _ = worker_files(src.files, wi, wc, batch_size=s.batch_size)
     return src, files, (wi, wc)
 

@@ -92,7 +92,7 @@ def worker_shares(config: Any, count: int, split: str = "train") -> tuple[bool, 
     from tfpipe.pipeline._source import open_records, record_counts, worker_files
 
     s = settings(config)
-    src = open_records(s.data_path, split, s.task)
+    src = open_records(s.data_path, split, s.task, s.keys)
     counts = record_counts(src.files)
     by_count = dict(zip(src.files, counts))
     shares = []

@@ -137,6 +137,8 @@ class Detect:
         x = batch["image"]
         b, c, n = batch["boxes"], batch["classes"], batch["num_boxes"]
         weights = tf.cast(tf.range(s.max_boxes)[None, :] < n[:, None], tf.float32)
+        if s.label_offset:  # data.label_offset: the real boxes' classes (padding stays)
+            c = tf.where(weights > 0, c - tf.constant(s.label_offset, c.dtype), c)
         mixup = any(op.name == "mixup" for op in self.batch_ops)
         # with nothing after L3 (no mixup) its fused pass also normalizes: one float32
         # pass over the batch less; same bits (both end in color.normalize's formula;

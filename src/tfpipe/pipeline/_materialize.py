@@ -49,7 +49,8 @@ CONFIG_KEYS = {
     "output_dtype": "data.output_dtype", "mean": "data.normalize.mean",
     "std": "data.normalize.std", "label_format": "data.label_format",
     "num_classes": "data.num_classes", "eval_crop_fraction": "data.eval_crop_fraction",
-    "max_boxes": "data.max_boxes", "dct_scaling": "data.dct_scaling", "batch_size": "pipeline.batch_size",
+    "max_boxes": "data.max_boxes", "dct_scaling": "data.dct_scaling", "keys": "data.keys",
+    "batch_size": "pipeline.batch_size",
     "shuffle_buffer": "pipeline.shuffle_buffer", "interleave_cycle": "pipeline.interleave_cycle",
     "drop_remainder": "pipeline.drop_remainder", "on_error": "pipeline.on_error",
     "enable_rate": "augment.enable_rate", "geometry": "augment.geometry",
@@ -66,8 +67,12 @@ def hashed_settings(s: Settings) -> dict[str, Any]:
     values = {k: v for k, v in asdict(s).items() if k not in NOT_HASHED}
     if values.get("features") is None:  # image configs: the hash they always had
         values.pop("features", None)
+    if values.get("keys") is None:  # no key mapping: the hash it always had
+        values.pop("keys", None)
     if values.get("pixel_stage") == "host":  # the default: hashes from before the switch hold
         del values["pixel_stage"]
+    if values.get("label_offset") == 0:  # likewise for data.label_offset
+        del values["label_offset"]
     values["data_path"] = _norm_path(s.data_path)
     return json.loads(json.dumps(values, sort_keys=True, default=str))
 

@@ -73,6 +73,11 @@ class Settings:
     # JPEG windows decoded at the largest DCT reduction that keeps them >= the
     # output (pipeline/_decode.py); changes pixels, so it is hashed like any key
     dct_scaling: bool = True
+    # subtracted from every label (data.label_offset); 0 is left out of the hashes
+    label_offset: int = 0
+    # `data.keys` as plain values (`KeysConfig.mapped`): tfpipe role -> record key;
+    # None: tfpipe's own keys (pipeline/_keys.py)
+    keys: Any = None
 
     def active(self, section: str) -> list[Op]:
         """Enabled ops of `geometry` / `pixel` / `batch` with p > 0, in order."""
@@ -120,6 +125,8 @@ def settings(config: Any) -> Settings:
         eval_crop_fraction=float(data.eval_crop_fraction),
         max_boxes=int(data.max_boxes),
         dct_scaling=bool(data.dct_scaling),
+        label_offset=int(data.label_offset),
+        keys=None if data.keys is None else data.keys.mapped(),
         batch_size=int(pipe.batch_size),
         shuffle_buffer=int(pipe.shuffle_buffer),
         num_parallel_calls=int(pipe.tf_value("num_parallel_calls")),

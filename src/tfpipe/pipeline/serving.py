@@ -79,13 +79,14 @@ def eval_preprocessing(config: Any, *, stock_ops: bool = True) -> EvalPreprocess
 
 
 def class_names(config: Any) -> list[str]:
-    """Class names from the manifest of `data.path` (index order); [] when the
-    path is not a converted dataset directory or lists none."""
+    """Class names from the manifest of `data.path` (index order; a TFDS-prepared
+    directory's ClassLabel names); [] when the path is neither or lists none."""
     s = settings(config)
     if not s.data_path or not os.path.isdir(s.data_path):
         return []
-    from tfpipe.records import MANIFEST_NAME, Manifest
+    from tfpipe.records import MANIFEST_NAME, is_tfds_dir, load_manifest
 
-    if not os.path.exists(os.path.join(s.data_path, MANIFEST_NAME)):
+    if not os.path.exists(os.path.join(s.data_path, MANIFEST_NAME)) \
+            and not is_tfds_dir(s.data_path):
         return []
-    return list(Manifest.load(s.data_path).class_names)
+    return list(load_manifest(s.data_path).class_names)

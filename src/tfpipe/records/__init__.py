@@ -7,6 +7,7 @@ TensorFlow is imported only by the functions that need it.
 from __future__ import annotations
 
 from tfpipe.errors import ManifestError, RecordError, SchemaError
+from tfpipe.records.adopt import AdoptReport, adopt
 from tfpipe.records.codec import decode_example, encode_example, schema_from_example
 from tfpipe.records.framing import (
     FINDING_KINDS,
@@ -47,6 +48,7 @@ from tfpipe.records.source import (
     shard_sizes,
 )
 from tfpipe.records.summary import record_summary, summarize
+from tfpipe.records.tfds_dir import is_tfds_dir, load_manifest, tfds_manifest
 from tfpipe.records.verify import VerifyReport, verify
 from tfpipe.records.writer import (
     DEFAULT_SHARD_SIZE,
@@ -60,12 +62,13 @@ from tfpipe.records.writer import (
 from tfpipe.records.columnar import ColumnarEncoder
 
 __all__ = [
-    "DEFAULT_SHARD_SIZE", "DatasetSalvageReport", "FINDING_KINDS", "MANIFEST_NAME", "SCHEMA_VERSION", "VERSION_KEY",
+    "AdoptReport", "adopt", "DEFAULT_SHARD_SIZE", "DatasetSalvageReport", "FINDING_KINDS", "MANIFEST_NAME", "SCHEMA_VERSION", "VERSION_KEY",
     "FeatureSpec", "Finding", "RecordSource", "SalvageReport", "VerifyReport", "Manifest", "ManifestError", "RecordError", "Schema",
     "SchemaError", "ShardEntry", "ShardInfo", "ShardedWriter", "SkippedInput", "SplitInfo",
     "classification_schema", "count_records", "decode_example", "describe_shard", "detection_schema",
-    "encode_example", "encode_frame", "infer_schema", "is_jpeg", "jpeg_damage", "known_feature", "iter_frames", "masked_crc32c",
+    "encode_example", "encode_frame", "infer_schema", "is_jpeg", "is_tfds_dir", "jpeg_damage", "known_feature", "iter_frames", "load_manifest", "masked_crc32c",
     "open_source", "parse_size", "record_summary", "salvage", "salvage_dataset", "summarize",
     "verify", "scan", "scan_file", "schema_from_example", "shard_name", "shard_entries", "shard_problems",
-    "shard_record_counts", "shard_sizes", "write_shard", "write_shard_frames", "ColumnarEncoder",
+    "shard_record_counts", "shard_sizes", "tfds_manifest", "write_shard", "write_shard_frames",
+    "ColumnarEncoder",
 ]

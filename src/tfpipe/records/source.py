@@ -2,13 +2,13 @@
 
 A dataset directory's manifest is validated and its shards compared to it
 (existence, size) before tf.data touches them; sha256 is left to `verify`
-because hashing every byte on each start is too slow. A bare glob of shards has
-no manifest: the schema is guessed from the first record.
+because hashing every byte on each start is too slow. A bare glob of shards, or
+a directory of them without a manifest, has none: the split's files are found
+by their names (`records.splits`) and the schema is guessed from the first record.
 """
 
 from __future__ import annotations
 
-import glob as globlib
 import os
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -18,7 +18,9 @@ from tfpipe.errors import InputError, ManifestError, RecordError, SchemaError
 from tfpipe.records.codec import decode_example, schema_from_example
 from tfpipe.records.framing import count_records, detect_compression, iter_frames
 from tfpipe.records.manifest import MANIFEST_NAME, Manifest, ShardEntry
+from tfpipe.records.splits import bare_shards
 from tfpipe.records.schema import SCHEMA_VERSION, VERSION_KEY, FeatureSpec, Schema, known_feature
+from tfpipe.records.tfds_dir import is_tfds_dir, load_manifest
 
 Required = Iterable["str | FeatureSpec"] | Schema | None
 
@@ -111,8 +113,10 @@ class RecordSource:
 
 def _resolve(path: str, split: str, check_files: bool = True
              ) -> tuple[list[str], Manifest | None, str | None]:
-    if os.path.isdir(path) or os.path.basename(path) == MANIFEST_NAME:
-        manifest = Manifest.load(path)
+    if (os.path.isdir(path) and (os.path.isfile(os.path.join(path, MANIFEST_NAME))
+                                 or is_tfds_dir(path))) \
+            or os.path.basename(path) == MANIFEST_NAME:
+        manifest = load_manifest(path)  # manifest.json, or made from a TFDS dir's metadata
         directory = path if os.path.isdir(path) else os.path.dirname(path)
         files = manifest.shard_paths(directory, split)
         if not files:
@@ -122,10 +126,8 @@ def _resolve(path: str, split: str, check_files: bool = True
             if problems:
                 raise ManifestError(next(iter(problems.values())))
         return files, manifest, manifest.compression
-    files = sorted(f for f in globlib.glob(path) if os.path.isfile(f))
-    if not files:
-        raise InputError(f"no files match {path!r}; pass a dataset directory with "
-                         f"{MANIFEST_NAME} or a glob of .tfrecord[.gz] shards")
+    # a glob or a plain directory of shards: the split from the file names
+    files = bare_shards(path, split)
     comps = {detect_compression(f) for f in files}
     if len(comps) > 1:
         raise InputError(f"{path!r} mixes GZIP and plain shards; read them separately")
@@ -227,10 +229,11 @@ def _manifest_entries(files: Iterable[str | os.PathLike[str]]) -> dict[str, Shar
         by_dir.setdefault(os.path.dirname(os.path.abspath(p)), []).append(p)
     out: dict[str, ShardEntry] = {}
     for directory, paths in by_dir.items():
-        if not os.path.isfile(os.path.join(directory, MANIFEST_NAME)):
+        if not os.path.isfile(os.path.join(directory, MANIFEST_NAME)) \
+                and not is_tfds_dir(directory):
             continue
         try:
-            manifest = Manifest.load(directory)
+            manifest = load_manifest(directory)
         except ManifestError:
             continue
         listed: dict[str, ShardEntry] = {}

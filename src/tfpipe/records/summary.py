@@ -10,6 +10,8 @@ from tfpipe.errors import RecordError, tf_error_text
 from tfpipe.records.codec import decode_example
 from tfpipe.records.framing import iter_frames
 from tfpipe.records.source import open_source
+from tfpipe.records.splits import default_split
+from tfpipe.records.suggest import features, suggest
 
 LABEL_KEYS = ("image/class/label", "image/object/class/label")
 
@@ -54,6 +56,24 @@ def record_summary(ex: dict[str, list[Any]]) -> dict[str, Any]:
     return out
 
 
+# records read for the key table and the suggested data.keys (a key that only
+# some records hold shows as held by fewer)
+KEY_SCAN_RECORDS = 64
+
+
+def _first_records(files: list[str], compression: str | None, n: int) -> list[bytes]:
+    out: list[bytes] = []
+    for f in files:
+        try:
+            for _, _, data in iter_frames(f, compression):
+                if len(out) >= n:
+                    return out
+                out.append(data)
+        except RecordError:
+            continue  # named by the records loop below
+    return out
+
+
 DAMAGED_HINT = "run `tfpipe verify PATH` to locate the damage and `--salvage OUT` to recover"
 
 
@@ -92,11 +112,15 @@ def summarize(path: str | os.PathLike[str], split: str | None = None,
     """Schema, counts per split, class histogram and the first records of a dataset."""
     p = os.fspath(path)
     if split is None:
-        from tfpipe.records.manifest import MANIFEST_NAME, Manifest
+        from tfpipe.records.manifest import MANIFEST_NAME
+        from tfpipe.records.tfds_dir import is_tfds_dir, load_manifest
 
-        if os.path.isdir(p) or os.path.basename(p) == MANIFEST_NAME:
-            m = Manifest.load(p)
+        if os.path.isfile(os.path.join(p, MANIFEST_NAME)) or is_tfds_dir(p) \
+                or os.path.basename(p) == MANIFEST_NAME:
+            m = load_manifest(p)
             split = "train" if "train" in m.splits else (sorted(m.splits) or ["train"])[0]
+        else:  # a glob, a directory of shards or one shard: the split its names say
+            split = default_split(p)
     src = open_source(p, split=split or "train")
     m = src.manifest
     warnings: list[str] = []
@@ -122,7 +146,16 @@ def summarize(path: str | os.PathLike[str], split: str | None = None,
         out["splits"] = {src.split: {"records": num, "shards": len(src.files),
                                      "bytes": sum(os.path.getsize(f) for f in src.files),
                                      "skipped": 0}}
+    head = _first_records(src.files, src.compression, KEY_SCAN_RECORDS)
+    feats = features(head)
+    out["features"] = [{"key": f.key, "dtype": f.dtype, "shape": f.shape,
+                        "records": f.records} for f in feats.values()]
+    sug = suggest(feats, len(head))
+    out["suggested_keys"] = {"keys": sug.keys, "notes": sug.notes, "own": sug.own,
+                             "yaml": sug.yaml(), "records_read": len(head)}
     key = next((k for k in LABEL_KEYS if k in src.schema), None)
+    if key is None and isinstance(sug.keys.get("label"), str):
+        key = sug.keys["label"]  # foreign records: the label the suggestion found
     out["label_key"] = key
     if key is not None:
         hist = class_histogram(src.files, src.compression, key, warnings)

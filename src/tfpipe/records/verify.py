@@ -26,6 +26,7 @@ from tfpipe.records.framing import Finding, _Buffer, detect_compression, walk
 from tfpipe.records.imagecheck import is_jpeg, jpeg_damage
 from tfpipe.records.manifest import MANIFEST_NAME, Manifest
 from tfpipe.records.schema import Schema
+from tfpipe.records.splits import directory_shards
 from tfpipe.records.writer import SHARD_NAME_RE
 
 RECORD_KINDS = ("corrupted-length", "corrupted-data", "truncated", "not-a-tfrecord", "empty")
@@ -45,6 +46,8 @@ class VerifyReport:
     expected_records: dict[str, int] = field(default_factory=dict)  # path -> manifest count
     # what could not be checked (no manifest: counts, sizes, sha256), one line each
     unchecked: list[str] = field(default_factory=list)
+    # without a manifest: what was checked instead, one line each
+    checked: list[str] = field(default_factory=list)
     # every file scanned: path -> intact records; and its sha256 where it was hashed
     file_records: dict[str, int] = field(default_factory=dict)
     file_sha256: dict[str, str] = field(default_factory=dict)
@@ -65,7 +68,8 @@ class VerifyReport:
                 "records_checked": self.records_checked, "bytes_checked": self.bytes_checked,
                 "findings": [f.to_dict() for f in self.findings],
                 "damaged_files": self.damaged_files,
-                "expected_records": self.expected_records, "unchecked": self.unchecked}
+                "expected_records": self.expected_records, "unchecked": self.unchecked,
+                "checked": self.checked}
 
 
 def _sha256(path: str) -> str:
@@ -118,11 +122,12 @@ class _DeepChecker:
         except Exception as e:  # noqa: BLE001 - any protobuf failure is the finding
             return [f("bad-example", f"not a tf.train.Example ({e})")]
         out: list[Finding] = [f("bad-example", m) for m in self._schema_findings(data)]
-        enc = ex.get("image/encoded")
+        key = image_key(ex)
+        enc = ex.get(key) if key else None
         # the record's own name, so the message points at the source image too
         names = ex.get("image/filename") or ex.get("image/source_id") or []
         name = names[0].decode("utf-8", "replace") if names and names[0] else ""
-        which = f"image {name!r}" if name else "image/encoded"
+        which = f"image {name!r} ({key!r})" if name else repr(key)
         damage = jpeg_damage(enc[0]) if enc and is_jpeg(enc[0]) else None
         if damage is not None:
             # TF would decode it (gray where the data is missing): a strict
@@ -201,18 +206,46 @@ def _check_file(path: str, compression: str | None, report: VerifyReport,
     return n, sha
 
 
-NO_MANIFEST = ("no manifest.json: record counts, file sizes and sha256 (nothing to compare "
-               "them with); checked: the framing and CRCs of every record")
+NO_MANIFEST = ("no manifest.json: file sizes and sha256 against a manifest, the record counts "
+               "a manifest declares, every record against a declared schema and labels "
+               "against a class list (nothing to compare them with); `tfpipe adopt PATH` "
+               "writes a manifest for these shards, without rewriting them")
 _SHARD_SUFFIXES = (".tfrecord", ".tfrecord.gz", ".tfrec", ".tfrec.gz")
+# the magic bytes of the formats tf.io.decode_image reads
+_IMAGE_MAGIC = (b"\xff\xd8\xff", b"\x89PNG\r\n\x1a\n", b"GIF87a", b"GIF89a", b"BM")
+
+
+def image_key(example: dict[str, list[Any]]) -> str | None:
+    """The feature of a decoded example (`decode_example`) that holds the image:
+    ``image/encoded`` when present, else the one bytes feature whose first value
+    starts with JPEG, PNG, GIF or BMP magic bytes (None when there is none, or
+    several: nothing to choose by)."""
+    if example.get("image/encoded"):
+        return "image/encoded"
+    found = [k for k, v in sorted(example.items())
+             if v and isinstance(v[0], bytes) and v[0].startswith(_IMAGE_MAGIC)]
+    return found[0] if len(found) == 1 else None
+
+
+def _no_manifest_notes(report: VerifyReport) -> None:
+    """What a check without a manifest did and did not cover."""
+    report.checked.append(f"the framing and CRCs of every record ({report.records_checked:,} "
+                          f"intact records counted in {report.files_checked} files)")
+    if report.deep:
+        report.checked.append(
+            "every record parses as a tf.train.Example; its image (image/encoded, or the one "
+            "bytes feature holding JPEG/PNG/GIF/BMP bytes) decodes, strictly for a JPEG; "
+            "boxes under image/object/bbox/* lie in [0, 1]")
+    report.unchecked.append(NO_MANIFEST)
 
 
 def _bare_files(p: str) -> list[str] | None:
     """The shards to check without a manifest: a glob's files, or the TFRecord
     files of a directory (None: `p` is neither)."""
-    if os.path.isdir(p):
-        return sorted(f for f in globlib.glob(os.path.join(p, "*"))
-                      if os.path.isfile(f) and (SHARD_NAME_RE.match(os.path.basename(f))
-                                                or f.endswith(_SHARD_SUFFIXES)))
+    if os.path.isdir(p):  # also TFDS's NAME-train.tfrecord-00000-of-00004
+        return sorted(set(directory_shards(p)) | {
+            f for f in globlib.glob(os.path.join(p, "*"))
+            if os.path.isfile(f) and SHARD_NAME_RE.match(os.path.basename(f))})
     if not os.path.exists(p) and globlib.has_magic(p):
         return sorted(f for f in globlib.glob(p) if os.path.isfile(f))
     return None
@@ -245,7 +278,7 @@ def verify(path: str | os.PathLike[str], deep: bool = False,
         if progress:
             progress(p)
         _check_file(p, "auto", report, _DeepChecker(None) if deep else None)
-        report.unchecked.append(NO_MANIFEST)
+        _no_manifest_notes(report)
         return report
     directory = p if os.path.isdir(p) else os.path.dirname(p)
     bare = None if os.path.isfile(os.path.join(directory, MANIFEST_NAME)) \
@@ -265,7 +298,7 @@ def verify(path: str | os.PathLike[str], deep: bool = False,
             if progress:
                 progress(f)
             _check_file(f, "auto", report, checker)
-        report.unchecked.append(NO_MANIFEST)
+        _no_manifest_notes(report)
         return report
     try:
         manifest = Manifest.load(p)

@@ -23,6 +23,7 @@ from tfpipe.errors import TfpipeError
 from tfpipe.pipeline import build_pipeline, hashed_settings, settings, stream_offset
 
 MANIFEST_NAME = "manifest.json"
+TFDS_INFO = "dataset_info.json"
 # The data's identity comes from the manifest hash: moving the dataset directory
 # (another data.path) keeps a resume valid.
 NOT_COMPARED = ("data_path",)
@@ -47,6 +48,10 @@ def _manifest_path(data_path: str) -> str | None:
     for d in (data_path, os.path.dirname(data_path)):
         if d and os.path.isfile(os.path.join(d, MANIFEST_NAME)):
             return os.path.join(d, MANIFEST_NAME)
+    # a TFDS-prepared directory: its dataset_info.json (shardLengths, numBytes) is
+    # the manifest tfpipe reads it by (docs/own-records.md)
+    if os.path.isdir(data_path) and os.path.isfile(os.path.join(data_path, TFDS_INFO)):
+        return os.path.join(data_path, TFDS_INFO)
     return None
 
 
