@@ -26,6 +26,10 @@ native: venv
 	  echo "      Fix it (or install a C++17 compiler: apt-get install g++), then rerun"; \
 	  echo "      '$(PY) -m tfpipe.native build --verbose'. Tests need the library."; \
 	  exit 1; }
+	@$(PY) -m tfpipe.records build || { \
+	  echo "make: the columnar table encoder (plain C, tfpipe/records/_columnar.c) did not build;"; \
+	  echo "      the compiler error is above (install a C compiler: apt-get install gcc)."; \
+	  exit 1; }
 
 demo: venv
 	-@$(PY) -m tfpipe.native build >/dev/null 2>&1 || echo "tfpipe: native ops not built; the demo uses the pure-TF fallback"

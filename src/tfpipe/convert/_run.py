@@ -24,7 +24,8 @@ from tfpipe.convert._source import BadInput, Enumeration, Source
 from tfpipe.convert._tfds import write_tfds_metadata
 from tfpipe.errors import ConfigError, InputError
 from tfpipe.records import (MANIFEST_NAME, Manifest, Schema, ShardEntry, SkippedInput,
-                            SplitInfo, encode_example, shard_name, write_shard)
+                            SplitInfo, encode_example, shard_name, write_shard,
+                            write_shard_frames)
 
 STATE_DIR = ".tfpipe-convert"  # plan + per-shard completion records, removed at the end
 PLAN_FILE = "plan.json"
@@ -97,7 +98,13 @@ def write_planned_shard(source: Source, schema: Schema, shard: ShardPlan, path: 
                 stats[key] = stats.get(key, 0) + n
             yield encode_example(values, schema)
 
-    info = write_shard(path, records(), compression)
+    # Tables encode a shard column by column (the same bytes, ~50x less CPU).
+    columnar = getattr(source, "encoded_frames", None)
+    frames = columnar(shard, schema) if columnar is not None else None
+    if frames is not None:
+        info = write_shard_frames(path, frames, compression)
+    else:
+        info = write_shard(path, records(), compression)
     return ShardResult(shard.split, shard.index, os.path.basename(path), info.num_records,
                        info.num_bytes, info.sha256, skipped, stats)
 
@@ -126,8 +133,15 @@ def _sidecar(state: Path, name: str) -> Path:
 
 def plan_record(plan: Plan, identity: dict[str, Any], compression: str | None) -> dict[str, Any]:
     """What a resumed run must agree with: settings, schema and every shard's inputs."""
+    # Shards hash independently: two at a time (a table's digest is Arrow reads, C and
+    # sha256, which all release the GIL), in plan order in the record.
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max(1, min(2, os.cpu_count() or 1))) as pool:
+        digests = list(pool.map(lambda s: s.digest(), plan.shards))
     shards = [{"name": shard_name(s.split, s.index, s.count, compression),
-               "inputs": s.digest(), "num_inputs": len(s.items)} for s in plan.shards]
+               "inputs": digest, "num_inputs": len(s.items)}
+              for s, digest in zip(plan.shards, digests)]
     plan_id = hashlib.sha256(canonical_json([identity, shards]).encode()).hexdigest()
     return {"plan_id": plan_id, "identity": identity, "shards": shards}
 

@@ -36,12 +36,15 @@ def check_stats_request(source: Any, ratios: dict[str, float]) -> None:
                           f"--split has only {', '.join(ratios)}; name one split 'train'")
 
 
+def _shard_rows(shard: Any) -> np.ndarray:
+    # A table's shards carry their row indices (TableRows.rows): no row is read here.
+    return np.asarray(shard.items.rows if hasattr(shard.items, "rows")
+                      else [item.payload[0] for item in shard.items], dtype=np.int64)
+
+
 def train_rows(plan: Plan) -> np.ndarray:
     """Sorted row indices of the table that the plan's train shards hold."""
-    # A table's shards carry their row indices (TableRows.rows): no row is read here.
-    parts = [np.asarray(shard.items.rows if hasattr(shard.items, "rows")
-                        else [item.payload[0] for item in shard.items], dtype=np.int64)
-             for shard in plan.shards if shard.split == STATS_SPLIT]
+    parts = [_shard_rows(shard) for shard in plan.shards if shard.split == STATS_SPLIT]
     return np.sort(np.concatenate(parts)) if parts else np.zeros(0, dtype=np.int64)
 
 
@@ -55,7 +58,9 @@ def local_statistics(source: TableSource, plan: Plan, *, top_k: int = 10_000,
     """Stream the table's normalized batches (the values the records hold: a CSV's
     empty field missing, timestamps int64), counting the plan's train rows only."""
     mask = np.zeros(source.num_rows, dtype=bool)
-    mask[train_rows(plan)] = True
+    for shard in plan.shards:  # a shard at a time: no array of every train row
+        if shard.split == STATS_SPLIT:
+            mask[_shard_rows(shard)] = True
     stats = compute_statistics(source.stats_batches(), columns=stats_columns(source),
                                top_k=top_k, num_quantiles=num_quantiles,
                                select=lambda start, stop: mask[start:stop],

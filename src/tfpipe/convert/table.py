@@ -13,12 +13,14 @@ read through `tf.io.gfile` as a seekable file, Parquet row group by row group.
 
 The table is streamed, never held whole (docs/convert.md "Tables"): one pass in
 batches finds the schema's nulls, the labels and each row's size (vectorized in
-Arrow); the plan is NumPy arrays of row indices; a shard reads only its rows,
+Arrow, the sizes spilled to a file); the plan streams over those (`TableRows.
+plan_shards`) into a file of row indices per shard; a shard reads only its rows,
 row group by row group (Parquet) or batch by batch from a temporary Arrow IPC
-copy written during that pass (CSV, which has no random access). Peak memory is
-~40 bytes per row for the plan plus about one shard's rows, not the table
-(docs/performance-history.md); the records, manifest and statistics are byte-identical
-to reading the whole table at once (tests/convert/test_table_streaming.py).
+copy written during that pass (CSV, which has no random access), and encodes
+them column by column (`tfpipe.records.ColumnarEncoder`). Peak memory is about
+one shard's rows, not the table; the records, manifest and statistics are
+byte-identical to reading the whole table at once
+(tests/convert/test_table_streaming.py).
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ import math
 import os
 import shutil
 import tempfile
+import threading
 import weakref
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -236,25 +239,60 @@ class _RowReader:
             # first_row only names rows in errors, and the scan already raised any
             yield normalize_batch(batch, self.plan)[0]
 
-    def items(self, rows: np.ndarray, sizes: np.ndarray) -> Iterator[Item]:
-        """The Items of `rows` (table row indices), in that order: what enumerating the
-        whole table in memory gave for them (key, size, [index, payload], name)."""
+    def _gathered(self, rows: np.ndarray) -> tuple[Any, np.ndarray]:
+        """(Arrow table holding `rows`, position in it of each of `rows`)."""
         import pyarrow as pa
 
-        if len(rows) == 0:
-            return
         order = np.argsort(rows, kind="stable")
         ascending = rows[order].astype(np.int64)
         # One shard's rows in Arrow, chunked as read (no combined copy).
         table = pa.Table.from_batches(list(self.normalized(ascending)))
         at = np.empty(len(rows), dtype=np.int64)  # position in `table` of rows[k]
         at[order] = np.arange(len(rows))
+        return table, at
+
+    def batches(self, rows: np.ndarray, chunk: int | None = None) -> Iterator[Any]:
+        """RecordBatches of `rows` (table row indices), in that order, at most `chunk`
+        (default BATCH_ROWS) rows each."""
+        if len(rows) == 0:
+            return
+        chunk = chunk or BATCH_ROWS
+        table, at = self._gathered(rows)
+        for start in range(0, len(rows), chunk):
+            yield from table.take(at[start:start + chunk]).to_batches()
+
+    def items(self, rows: np.ndarray, sizes: np.ndarray) -> Iterator[Item]:
+        """The Items of `rows` (table row indices), in that order: what enumerating the
+        whole table in memory gave for them (key, size, [index, payload], name)."""
+        if len(rows) == 0:
+            return
+        table, at = self._gathered(rows)
         for start in range(0, len(rows), 4096):
             part = table.take(at[start:start + 4096]).to_pylist()
             indices = rows[start:start + 4096].tolist()
             part_sizes = sizes[start:start + 4096].tolist()
             for index, size, row in zip(indices, part_sizes, part):
                 yield self._item(index, size, row)
+
+    def batch_items(self, batch: Any, rows: np.ndarray, sizes: np.ndarray) -> list[Item]:
+        """The Items of a batch of these rows (`rows`: their table indices)."""
+        return [self._item(index, size, row) for index, size, row in
+                zip(rows.tolist(), sizes.tolist(), batch.to_pylist())]
+
+    def all_batches(self, chunk: int) -> Iterator[Any]:
+        """The whole table in row order, normalized, `chunk` rows at most per batch."""
+        if self.kind == "ipc":
+            import pyarrow as pa
+
+            with pa.OSFile(self.path, "rb") as f:
+                reader = pa.ipc.open_file(f)
+                for i in range(reader.num_record_batches):
+                    batch = reader.get_batch(i)
+                    for start in range(0, batch.num_rows, chunk):
+                        yield normalize_batch(batch.slice(start, chunk), self.plan)[0]
+            return
+        for batch in _parquet(self.path).iter_batches(batch_size=chunk, use_threads=False):
+            yield normalize_batch(batch, self.plan)[0]
 
     def _item(self, index: int, size: int, row: dict[str, Any]) -> Item:
         name = f"{self.display} row {index}"
@@ -264,6 +302,36 @@ class _RowReader:
         # travels to the worker and hashes into the plan, so --resume notices an
         # edited table.
         return Item(f"row:{index}", size, [index, row], name)
+
+
+def _digest_batch(batch: Any) -> Any:
+    """A normalized batch as the plan digest sees its payloads (`_RowReader._item`:
+    the row's Python values): float32 as the float64 Python gives for them, which
+    `columnar.json_rows` writes as Python's repr does."""
+    import pyarrow as pa
+
+    arrays = []
+    for arr in batch.columns:
+        t = arr.type
+        if pa.types.is_float32(t):
+            arr = arr.cast(pa.float64())
+        elif pa.types.is_fixed_size_list(t) and pa.types.is_float32(t.value_type):
+            arr = arr.cast(pa.list_(pa.float64(), t.list_size))
+        elif pa.types.is_list(t) and pa.types.is_float32(t.value_type):
+            arr = arr.cast(pa.list_(pa.float64()))
+        arrays.append(arr)
+    return pa.RecordBatch.from_arrays(arrays, names=batch.schema.names)
+
+
+def _payload_batch(items: Sequence[Item], plan: NormalizePlan) -> Any:
+    """The rows of Items (normalized rows as payloads, as the Beam runner's plan
+    files carry them) back as a normalized batch: the columnar encoder's input."""
+    import pyarrow as pa
+
+    from tfpipe.convert._table_normalize import output_schema
+
+    return pa.RecordBatch.from_pylist([item.payload[1] for item in items],
+                                      schema=output_schema(plan))
 
 
 class TableRows(Sequence[Item]):
@@ -290,48 +358,145 @@ class TableRows(Sequence[Item]):
         i = range(len(self.rows))[index]
         return next(self.reader.items(self.rows[i:i + 1], self.sizes[i:i + 1]))
 
+    def digest_into(self, h: Any) -> None:
+        """Feed `h` what `ShardPlan.digest` hashes for these rows (the canonical JSON
+        of each Item's key and payload, a line each), built from Arrow a batch at a
+        time in C (`tfpipe.records.columnar.json_rows`) where it can be."""
+        from tfpipe.convert._plan import canonical_json
+        from tfpipe.records import columnar
+
+        for batch, rows, sizes in self.plan_batches():
+            stored = _digest_batch(batch)
+            # ~1.5 KB of JSON a row: _JSON_ROWS rows at a time keeps the buffer small
+            try:
+                first = columnar.json_rows(stored.slice(0, _JSON_ROWS), rows[:_JSON_ROWS])
+            except TypeError:  # pragma: no cover - normalized batches are always taken
+                first = None
+            if first is None:
+                for item in self.reader.batch_items(batch, rows, sizes):
+                    h.update(canonical_json([item.key, item.payload]).encode())
+                    h.update(b"\n")
+                continue
+            h.update(first)
+            for lo in range(_JSON_ROWS, len(rows), _JSON_ROWS):
+                h.update(columnar.json_rows(stored.slice(lo, _JSON_ROWS),  # type: ignore[arg-type]
+                                            rows[lo:lo + _JSON_ROWS]))
+
+    def plan_batches(self) -> Iterator[tuple[Any, np.ndarray, np.ndarray]]:
+        """(RecordBatch, row indices, sizes) of these rows, in order, a batch at a time."""
+        rows, sizes = self.arrays()
+        start = 0
+        for batch in self.reader.batches(rows):
+            n = batch.num_rows
+            yield batch, rows[start:start + n], sizes[start:start + n]
+            start += n
+
     @property
     def total_size(self) -> int:
         return int(self.sizes.sum())
 
-    def plan_shards(self, ratios: dict[str, float], seed: int, shard_size: int) -> Plan:
-        """`_plan.plan_shards` over these rows, on arrays: the same splits, order and cuts.
+    def arrays(self) -> tuple[np.ndarray, np.ndarray]:
+        """(row indices, sizes), in order, in memory (one shard's worth)."""
+        return self.rows, self.sizes
 
-        Each row's split and order hash are `unit_hash` of its key, as there; the
-        order sorts by (hash, key), ties (equal floats) by the key text as Python does.
+    def chunks(self, step: int = 1 << 20) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+        """(row indices, sizes) in order, at most `step` rows at a time."""
+        rows, sizes = self.arrays()
+        for start in range(0, len(rows), step):
+            yield (np.asarray(rows[start:start + step], np.int64),
+                   np.asarray(sizes[start:start + step], np.int64))
+
+    def plan_shards(self, ratios: dict[str, float], seed: int, shard_size: int) -> Plan:
+        """`_plan.plan_shards` over these rows, streaming: the same splits, order and cuts.
+
+        Each row's split and order hash are `unit_hash` of its key, as there; a split
+        is ordered by (hash, key text) and cut into `count` contiguous runs. Nothing
+        per row stays in memory: a first pass counts each split's rows and bytes and
+        a histogram of its order hashes (65536 buckets), which places every cut in a
+        bucket; a second pass sends each row's index and size to its shard's file
+        (rows of a bucket holding a cut are ranked exactly, in memory: ~n/65536 rows
+        per cut). A shard sorts its own rows when read (`_SpilledRows`), from its
+        own copy of them (`_PlanFiles.partition`).
         """
         names = list(ratios)
-        edges, edge = [], 0.0
+        # the cumulative edges as _plan.assign_split adds them (float by float)
+        acc, cum = 0.0, []
         for name in names:
-            edge += ratios[name]
-            edges.append(edge)
-        n = len(self.rows)
-        split_of = np.empty(n, dtype=np.int16)
-        order_hash = np.empty(n, dtype=np.float64)
-        for start in range(0, n, BATCH_ROWS):
-            keys = [f"row:{i}" for i in self.rows[start:start + BATCH_ROWS].tolist()]
-            u = np.fromiter((unit_hash(seed, "split", k) for k in keys), np.float64, len(keys))
+            acc += ratios[name]
+            cum.append(acc)
+        edges = np.asarray(cum)
+        nsplit, nb = len(names), _BUCKETS
+
+        def hashed(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+            u = _unit_hashes(seed, "split", rows)
+            o = _unit_hashes(seed, "order", rows)
             # u < edge picks the first split whose cumulative edge is above u
-            split_of[start:start + len(keys)] = np.minimum(
-                np.searchsorted(np.asarray(edges), u, side="right"), len(names) - 1)
-            order_hash[start:start + len(keys)] = np.fromiter(
-                (unit_hash(seed, "order", k) for k in keys), np.float64, len(keys))
+            split = np.minimum(np.searchsorted(edges, u, side="right"), nsplit - 1)
+            bucket = np.minimum((o * nb).astype(np.int64), nb - 1)
+            return split, o, bucket
+
+        counts = np.zeros(nsplit, np.int64)
+        totals = np.zeros(nsplit, np.int64)
+        hist = np.zeros(nsplit * nb, np.int64)
+        for rows, sizes in self.chunks():
+            split, _, bucket = hashed(rows)
+            counts += np.bincount(split, minlength=nsplit)
+            for k in range(nsplit):
+                totals[k] += int(sizes[split == k].sum())
+            hist += np.bincount(split * nb + bucket, minlength=nsplit * nb)
+        hist = hist.reshape(nsplit, nb)
         plan = Plan(splits=names)
-        for s, split in enumerate(names):
-            members = _compact(np.flatnonzero(split_of == s))
-            count_rows = len(members)
-            if count_rows == 0:
-                continue
-            members = members[np.argsort(order_hash[members], kind="stable")]
-            _break_ties(members, order_hash, self.rows)
-            rows, sizes = self.rows[members], self.sizes[members]
-            total = int(sizes.sum()) + RECORD_OVERHEAD_BYTES * count_rows
-            count = min(count_rows, max(1, math.ceil(total / shard_size)))
+        files = _PlanFiles()
+        cuts: list[np.ndarray] = []  # per split: first rank of shards 1..count-1
+        first_gid = np.zeros(nsplit, np.int64)  # global shard id of each split's shard 0
+        shard_of_bucket = np.zeros((nsplit, nb), np.int64)
+        exact = np.zeros((nsplit, nb), dtype=bool)  # buckets holding a cut
+        starts = np.cumsum(hist, axis=1) - hist  # first rank in each bucket
+        gid = 0
+        for k, split_name in enumerate(names):
+            n = int(counts[k])
+            count = (min(n, max(1, math.ceil((int(totals[k]) + RECORD_OVERHEAD_BYTES * n)
+                                              / shard_size))) if n else 0)
+            cut = np.asarray([j * n // count for j in range(1, count)], np.int64)
+            cuts.append(cut)
+            first_gid[k] = gid
+            shard_of_bucket[k] = np.searchsorted(cut, starts[k], side="right")
+            inside = np.searchsorted(np.cumsum(hist[k]), cut, side="right")  # bucket of rank
+            for b, r in zip(inside.tolist(), cut.tolist()):
+                if r != starts[k, b]:
+                    exact[k, b] = True
             for j in range(count):
-                lo, hi = j * count_rows // count, (j + 1) * count_rows // count
-                plan.shards.append(ShardPlan(split, j, count,
-                                             TableRows(self.reader, rows[lo:hi],  # type: ignore[arg-type]
-                                                       sizes[lo:hi])))
+                lo, hi = j * n // count, (j + 1) * n // count
+                rows_of_shard = _SpilledRows(self.reader, files, gid + j, hi - lo, seed)
+                plan.shards.append(ShardPlan(split_name, j, count,
+                                             rows_of_shard))  # type: ignore[arg-type]
+            gid += count
+        held: list[tuple[np.ndarray, ...]] = []  # rows of the buckets holding a cut
+        for rows, sizes in self.chunks():
+            split, o, bucket = hashed(rows)
+            near = exact[split, bucket]
+            if near.any():
+                held.append((split[near], o[near], bucket[near], rows[near], sizes[near]))
+            far = ~near
+            gids = first_gid[split[far]] + shard_of_bucket[split[far], bucket[far]]
+            files.append(gids, rows[far], sizes[far])
+            files.note_rows(rows[far], gids)
+        if held:
+            split, o, bucket, rows, sizes = (np.concatenate(p) for p in zip(*held))
+            for k in range(nsplit):
+                mine = np.flatnonzero(split == k)
+                if len(mine) == 0:
+                    continue
+                members = mine[np.argsort(o[mine], kind="stable")]
+                _break_ties(members, o, rows)
+                b = bucket[members]
+                # rank = the bucket's first rank + the position inside the bucket
+                first = np.searchsorted(b, b, side="left")
+                rank = starts[k, b] + (np.arange(len(members)) - first)
+                shard = np.searchsorted(cuts[k], rank, side="right")
+                files.append(first_gid[k] + shard, rows[members], sizes[members])
+                files.note_rows(rows[members], first_gid[k] + shard)
+        files.close_rows(int(self.reader.offsets[-1]))
         return plan
 
 
@@ -346,6 +511,263 @@ def _bits_as_float64(batch: Any, names: set[str]) -> Any:
                                         null_count=arr.null_count, offset=arr.offset)
         arrays.append(arr)
     return pa.RecordBatch.from_arrays(arrays, names=batch.schema.names)
+
+
+_BUCKETS = 1 << 16
+_JSON_ROWS = 8192
+
+
+def _unit_hashes(seed: int, domain: str, rows: np.ndarray) -> np.ndarray:
+    """`unit_hash(seed, domain, f"row:{i}")` of each row index (C when built)."""
+    from tfpipe.records import columnar
+
+    out = columnar.unit_hashes(f"{seed}:{domain}:row:", rows)
+    if out is None:
+        out = np.fromiter((unit_hash(seed, domain, f"row:{i}") for i in rows.tolist()),
+                          np.float64, len(rows))
+    return out
+
+
+class _PlanFiles:
+    """Each planned shard's row indices and sizes, appended to a file per shard, in a
+    temporary directory removed when the plan (every shard holding this) is gone.
+
+    Before the first shard is read, one pass over the table copies each shard's rows
+    (Arrow IPC, in table order) into the shard's own file (`partition`): a shard's
+    rows are spread over the whole table by the seeded order, so reading them from
+    the table would read every row group once per shard (twice: digest and write).
+    The copy needs about the table's Arrow size on disk, under `$TMPDIR`.
+    """
+
+    def __init__(self) -> None:
+        self.dir = tempfile.mkdtemp(prefix="tfpipe-plan-")
+        self._cleanup = weakref.finalize(self, shutil.rmtree, self.dir, True)
+        self._gid_file: Any = open(os.path.join(self.dir, "gid.i32"), "w+b")
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"dir": self.dir}  # workers read the files; only the planner removes them
+
+    def note_rows(self, rows: np.ndarray, gids: np.ndarray) -> None:
+        """Record the shard of these rows (gid + 1 per table row; 0: not planned)."""
+        if len(rows) == 0:
+            return
+        order = np.argsort(rows, kind="stable")
+        rows, gids = rows[order], gids[order]
+        lo, hi = int(rows[0]), int(rows[-1]) + 1
+        if hi - lo <= 4 * len(rows):  # a dense run: read, fill in, write back
+            fd = self._gid_file.fileno()
+            part = np.zeros(hi - lo, np.int32)
+            old = np.frombuffer(os.pread(fd, 4 * (hi - lo), 4 * lo), np.int32)
+            part[:len(old)] = old
+            part[rows - lo] = gids + 1
+            os.pwrite(self._gid_file.fileno(), part.tobytes(), 4 * lo)
+            return
+        for r, g in zip(rows.tolist(), (gids + 1).astype(np.int32).tolist()):
+            os.pwrite(self._gid_file.fileno(), np.int32(g).tobytes(), 4 * r)
+
+    def close_rows(self, num_rows: int) -> None:
+        self._gid_file.truncate(4 * num_rows)
+        self._gid_file.close()
+
+    def _shard_path(self, gid: int) -> str:
+        return os.path.join(self.dir, f"{gid}.arrows")
+
+    def partition(self, reader: _RowReader) -> None:
+        """Copy every shard's rows out of the table, once (any process, any thread)."""
+        import fcntl
+        import pyarrow as pa
+
+        done = os.path.join(self.dir, "partitioned")
+        if os.path.exists(done):
+            return
+        with _PARTITION_LOCK, open(os.path.join(self.dir, ".lock"), "a+b") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            try:
+                if os.path.exists(done):
+                    return
+                start = 0
+                with open(os.path.join(self.dir, "gid.i32"), "rb") as g:
+                    for batch in reader.all_batches(4 * BATCH_ROWS):
+                        n = batch.num_rows
+                        gid = np.fromfile(g, np.int32, n).astype(np.int64) - 1
+                        # plain arrays: each copy holds rows of many batches
+                        batch = pa.RecordBatch.from_arrays(
+                            [c.dictionary_decode() if pa.types.is_dictionary(c.type) else c
+                             for c in batch.columns], names=batch.schema.names)
+                        batch = batch.append_column(
+                            _ROW, pa.array(np.arange(start, start + n, dtype=np.int64)))
+                        order = np.argsort(gid, kind="stable")
+                        gid = gid[order]
+                        grouped = batch.take(order)  # one gather; each shard a slice
+                        bounds = np.flatnonzero(np.diff(gid)) + 1
+                        for lo, hi in zip([0, *bounds.tolist()], [*bounds.tolist(), n]):
+                            if gid[lo] < 0:
+                                continue  # a bad row: in no shard
+                            sink = pa.BufferOutputStream()
+                            with pa.ipc.new_stream(sink, batch.schema) as w:
+                                w.write_batch(grouped.slice(lo, hi - lo))
+                            data = sink.getvalue()
+                            with open(self._shard_path(int(gid[lo])), "ab") as f:
+                                f.write(data)
+                            with open(self._shard_path(int(gid[lo])) + ".len", "ab") as f:
+                                f.write(np.int64(data.size).tobytes())
+                        start += n
+                open(done, "wb").close()
+            finally:
+                fcntl.flock(lock, fcntl.LOCK_UN)
+
+    def shard_table(self, gid: int) -> Any:
+        """The rows of shard `gid` (with their index in column `_ROW`), table order."""
+        import pyarrow as pa
+
+        path = self._shard_path(gid)
+        if not os.path.exists(path):
+            return None
+        lengths = np.fromfile(path + ".len", np.int64)
+        with pa.memory_map(path) as source:
+            buf = source.read_buffer()
+        tables, pos = [], 0
+        for length in lengths.tolist():
+            tables.append(pa.ipc.open_stream(buf.slice(pos, length)).read_all())
+            pos += length
+        return pa.concat_tables(tables)
+
+    def path(self, gid: int) -> str:
+        return os.path.join(self.dir, f"{gid}.i64")
+
+    def append(self, gid: np.ndarray, rows: np.ndarray, sizes: np.ndarray) -> None:
+        """Append (row, size) pairs to the files of shards `gid`, keeping their order."""
+        if len(gid) == 0:
+            return
+        order = np.argsort(gid, kind="stable")
+        gid, pairs = gid[order], np.stack([rows[order], sizes[order]], axis=1).astype(np.int64)
+        bounds = np.flatnonzero(np.diff(gid)) + 1
+        for lo, hi in zip([0, *bounds.tolist()], [*bounds.tolist(), len(gid)]):
+            with open(self.path(int(gid[lo])), "ab") as f:
+                pairs[lo:hi].tofile(f)
+
+    def load(self, gid: int) -> tuple[np.ndarray, np.ndarray]:
+        path = self.path(gid)
+        pairs = (np.fromfile(path, np.int64).reshape(-1, 2) if os.path.exists(path)
+                 else np.zeros((0, 2), np.int64))
+        return pairs[:, 0], pairs[:, 1]
+
+
+class _SpilledRows(TableRows):
+    """One planned shard's rows: their indices and sizes wait in a file (a few bytes
+    per row on disk) and are sorted into plan order when read."""
+
+    def __init__(self, reader: _RowReader, files: _PlanFiles, gid: int, count: int,
+                 seed: int) -> None:
+        self.reader, self._files, self._gid, self._count, self._seed = (reader, files, gid,
+                                                                         count, seed)
+
+    def __len__(self) -> int:
+        return self._count
+
+    def arrays(self) -> tuple[np.ndarray, np.ndarray]:
+        rows, sizes = self._files.load(self._gid)
+        if len(rows) != self._count:  # pragma: no cover - a removed or damaged plan file
+            raise InputError(f"the plan file {self._files.path(self._gid)} holds {len(rows)} "
+                             f"rows, not {self._count}; rerun the conversion")
+        o = _unit_hashes(self._seed, "order", rows)
+        members = np.argsort(o, kind="stable")
+        _break_ties(members, o, rows)
+        return rows[members], sizes[members]
+
+    @property  # type: ignore[override]
+    def rows(self) -> np.ndarray:
+        return self.arrays()[0]
+
+    @property  # type: ignore[override]
+    def sizes(self) -> np.ndarray:
+        return self.arrays()[1]
+
+    def plan_batches(self) -> Iterator[tuple[Any, np.ndarray, np.ndarray]]:
+        """From the shard's own copy of its rows (`_PlanFiles.partition`)."""
+        self._files.partition(self.reader)
+        table = self._files.shard_table(self._gid)
+        rows_f, sizes_f = self._files.load(self._gid)
+        if table is None or table.num_rows != self._count:  # pragma: no cover - damaged
+            raise InputError(f"the plan files in {self._files.dir} do not hold the "
+                             f"{self._count} rows of a shard; rerun the conversion")
+        rows = table.column(_ROW).to_numpy()
+        o = _unit_hashes(self._seed, "order", rows)
+        members = np.argsort(o, kind="stable")
+        _break_ties(members, o, rows)
+        rows = rows[members]
+        by_row = np.argsort(rows_f, kind="stable")
+        sizes = sizes_f[by_row[np.searchsorted(rows_f[by_row], rows)]]
+        table = table.drop_columns([_ROW])
+        pos = 0
+        for lo in range(0, len(rows), BATCH_ROWS):
+            for batch in table.take(members[lo:lo + BATCH_ROWS]).to_batches():
+                n = batch.num_rows
+                yield batch, rows[pos:pos + n], sizes[pos:pos + n]
+                pos += n
+
+    def __iter__(self) -> Iterator[Item]:
+        for batch, rows, sizes in self.plan_batches():
+            yield from self.reader.batch_items(batch, rows, sizes)
+
+    def __getitem__(self, index: Any) -> Any:
+        rows, sizes = self.arrays()
+        return TableRows(self.reader, rows, sizes)[index]
+
+
+_ROW = "__tfpipe_row__"
+_PARTITION_LOCK = threading.Lock()  # the digest threads share one partitioning pass
+
+
+class _AllRows(TableRows):
+    """Every row of the table but the bad ones, in table order, without an array of
+    them: sizes are read from the scan's file a chunk at a time."""
+
+    def __init__(self, reader: _RowReader, num_rows: int, bad: np.ndarray,
+                 sizes_path: str) -> None:
+        self.reader, self._num_rows, self._bad, self._sizes_path = (reader, num_rows, bad,
+                                                                    sizes_path)
+
+    def __len__(self) -> int:
+        return self._num_rows - len(self._bad)
+
+    def chunks(self, step: int = 1 << 20) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+        with open(self._sizes_path, "rb") as f:
+            for start in range(0, self._num_rows, step):
+                sizes = np.fromfile(f, np.int64, min(step, self._num_rows - start))
+                rows = np.arange(start, start + len(sizes), dtype=np.int64)
+                bad = self._bad[(self._bad >= start) & (self._bad < start + len(sizes))]
+                if len(bad):
+                    keep = np.ones(len(rows), bool)
+                    keep[bad - start] = False
+                    rows, sizes = rows[keep], sizes[keep]
+                yield rows, sizes
+
+    def arrays(self) -> tuple[np.ndarray, np.ndarray]:
+        parts = list(self.chunks())
+        if not parts:
+            return np.zeros(0, np.int64), np.zeros(0, np.int64)
+        return (np.concatenate([r for r, _ in parts]), np.concatenate([z for _, z in parts]))
+
+    @property  # type: ignore[override]
+    def rows(self) -> np.ndarray:
+        return self.arrays()[0]
+
+    @property  # type: ignore[override]
+    def sizes(self) -> np.ndarray:
+        return self.arrays()[1]
+
+    @property
+    def total_size(self) -> int:
+        return int(sum(int(z.sum()) for _, z in self.chunks()))
+
+    def __iter__(self) -> Iterator[Item]:
+        for rows, sizes in self.chunks(BATCH_ROWS):
+            yield from self.reader.items(rows, sizes)
+
+    def __getitem__(self, index: Any) -> Any:
+        rows, sizes = self.arrays()
+        return TableRows(self.reader, rows, sizes)[index]
 
 
 def _compact(values: np.ndarray) -> np.ndarray:
@@ -467,22 +889,24 @@ class TableSource(Source):
             raise _unreadable(self.path, self.kind, exc) from None
 
     def _scan_batches(self, csv_schema: Any) -> None:
-        if self.kind == "csv":
-            spill_dir = tempfile.mkdtemp(prefix="tfpipe-table-")
-            spill = os.path.join(spill_dir, "rows.arrow")
-            try:
-                self._scan_into(iter(_csv_reader(self.path, csv_schema)), spill)
-            except BaseException:
-                shutil.rmtree(spill_dir, ignore_errors=True)
-                raise
-            # The copy lives as long as the reader does: the source and every
-            # planned shard hold it (workers get pickled copies, without this hook).
-            self._cleanup = weakref.finalize(self._reader, shutil.rmtree, spill_dir, True)
-            return
-        self._scan_into(_parquet(self.path).iter_batches(batch_size=BATCH_ROWS,
-                                                         use_threads=False), None)
+        # Per-row sizes (and a CSV's Arrow copy) go to disk, not memory.
+        spill_dir = tempfile.mkdtemp(prefix="tfpipe-table-")
+        try:
+            if self.kind == "csv":
+                self._scan_into(iter(_csv_reader(self.path, csv_schema)),
+                                os.path.join(spill_dir, "rows.arrow"), spill_dir)
+            else:
+                self._scan_into(_parquet(self.path).iter_batches(batch_size=BATCH_ROWS,
+                                                                 use_threads=False),
+                                None, spill_dir)
+        except BaseException:
+            shutil.rmtree(spill_dir, ignore_errors=True)
+            raise
+        # The files live as long as the reader does: the source and every planned
+        # shard hold it (workers get pickled copies, without this hook).
+        self._cleanup = weakref.finalize(self._reader, shutil.rmtree, spill_dir, True)
 
-    def _scan_into(self, batches: Iterator[Any], spill: str | None) -> None:
+    def _scan_into(self, batches: Iterator[Any], spill: str | None, spill_dir: str) -> None:
         import pyarrow as pa
         import pyarrow.compute as pc
 
@@ -490,7 +914,8 @@ class TableSource(Source):
         names = self.columns
         plan = self._make_plan(self.arrow_schema)
         report = NormalizeReport()
-        sizes: list[np.ndarray] = []
+        sizes_path = os.path.join(spill_dir, "sizes.i64")
+        sizes = open(sizes_path, "wb")
         required_null: dict[int, str] = {}  # row -> first null required column
         labels: set[Any] = set()
         label_col = None if self.label_column is None else plan.column(self.label_column)
@@ -509,7 +934,7 @@ class TableSource(Source):
                 row_size = np.zeros(batch.num_rows, dtype=np.int64)
                 for column in batch.columns:
                     row_size += _approx_sizes(column)  # of the values as read (estimates)
-                sizes.append(row_size)
+                row_size.tofile(sizes)
                 if self.kind == "csv":
                     for name, column in zip(names, batch.columns):
                         if column.type == pa.float64() and name not in wide_ints:
@@ -532,6 +957,7 @@ class TableSource(Source):
                         names.index(self.label_column))).to_pylist() if v is not None)
                 start += batch.num_rows
         finally:
+            sizes.close()
             if writer is not None:
                 writer.close()
         for name in wide_ints:
@@ -559,7 +985,7 @@ class TableSource(Source):
         self.num_rows = start
         self._report = report
         self._normalized = report.to_json(plan)  # what settings() records
-        self._sizes = _compact(np.concatenate(sizes) if sizes else np.zeros(0, np.int64))
+        self._sizes_path = sizes_path  # int64 per row, read a chunk at a time
         self._required_null = required_null
         self._labels = labels
 
@@ -594,19 +1020,25 @@ class TableSource(Source):
 
     def enumerate(self) -> Enumeration:
         out = Enumeration()
-        good = np.ones(self.num_rows, dtype=bool)
-        sizes = self._sizes.astype(np.int64)  # + image file sizes
         bad: dict[int, tuple[Item, str]] = {}
         for index, column in self._required_null.items():
-            good[index] = False
             bad[index] = (Item(f"row:{index}", 0, None, self._name(index)),
                           f"null in required column {column!r}")
         if self.list_nulls == "drop-row":
             for index, column in self._report.list_null_rows.items():
                 if index not in bad:
-                    good[index] = False
                     bad[index] = (Item(f"row:{index}", 0, None, self._name(index)),
                                   f"null inside list column {column!r} (list_nulls=drop-row)")
+        if self.image_column is None:
+            # No per-row arrays in memory: the good rows are all but the bad ones,
+            # their sizes read from the scan's file a chunk at a time.
+            out.bad = [bad[i] for i in sorted(bad)]
+            out.items = _AllRows(self._reader, self.num_rows,  # type: ignore[assignment]
+                                 np.asarray(sorted(bad), dtype=np.int64), self._sizes_path)
+            return out
+        good = np.ones(self.num_rows, dtype=bool)
+        good[list(bad)] = False
+        sizes = np.fromfile(self._sizes_path, dtype=np.int64)  # + image file sizes
         if self.image_column is not None:
             base = Path(self.path).parent
             start = 0
@@ -638,8 +1070,10 @@ class TableSource(Source):
     def normalized_batches(self, rows: np.ndarray | None = None) -> Iterator[Any]:
         """Normalized Arrow batches of `rows` (ascending; default every row), table order:
         the values the records hold, for a columnar encoder or statistics."""
-        rows = (np.arange(self.num_rows, dtype=np.int64) if rows is None
-                else np.asarray(rows, dtype=np.int64))
+        if rows is None:  # streamed, no array of every row index
+            yield from self._reader.all_batches(BATCH_ROWS)
+            return
+        rows = np.asarray(rows, dtype=np.int64)
         for start in range(0, len(rows), BATCH_ROWS * 4):
             yield from self._reader.normalized(rows[start:start + BATCH_ROWS * 4])
 
@@ -689,7 +1123,7 @@ class TableSource(Source):
     def __getstate__(self) -> dict[str, Any]:
         # Workers get rows through the shard plan (row indices), not the scan's arrays.
         state = dict(self.__dict__)
-        for name in ("_sizes", "_required_null", "_labels", "_cleanup", "_report"):
+        for name in ("_sizes_path", "_required_null", "_labels", "_cleanup", "_report"):
             state.pop(name, None)
         return state
 
@@ -713,6 +1147,54 @@ class TableSource(Source):
         if self._normalized:
             out["normalized"] = self._normalized  # what storing the values changed (summary)
         return out
+
+    def encoded_frames(self, shard: ShardPlan, schema: Schema) -> Iterator[tuple[Any, int]] | None:
+        """The TFRecord frames of `shard`'s rows, columnar (`tfpipe.records.columnar`):
+        (bytes-like, record count) pairs, the bytes `encode_values` + `encode_example`
+        give row by row; None when rows need that path (an image column: files to
+        read, rows that can go bad). The encoder reads the normalized batches
+        (`_table_normalize`: every column already int64, float32, binary or lists of
+        those), so every table without images takes it; a batch it still refuses
+        (`TypeError`) is encoded row by row in place, the same bytes."""
+        if self.image_column is not None:
+            return None
+        from tfpipe.records import ColumnarEncoder
+
+        encoder = ColumnarEncoder(schema)
+
+        def row_by_row(items: Sequence[Item]) -> tuple[bytes, int]:
+            from tfpipe.records import encode_example, encode_frame
+
+            return b"".join(encode_frame(encode_example(self.encode_values(it)[0], schema))
+                            for it in items), len(items)
+
+        def columnar(batch: Any) -> list[Any] | None:
+            try:
+                return encoder.frames(batch)
+            except TypeError:  # pragma: no cover - the normalized types always fit
+                return None
+
+        def frames() -> Iterator[tuple[Any, int]]:
+            items = shard.items
+            if isinstance(items, TableRows):
+                for batch, rows, sizes in items.plan_batches():
+                    n = batch.num_rows
+                    bufs = columnar(batch)
+                    if bufs is None:
+                        yield row_by_row(items.reader.batch_items(batch, rows, sizes))
+                    else:
+                        yield from ((buf, n if k == 0 else 0) for k, buf in enumerate(bufs))
+                return
+            # Items with payloads (the Beam runner's plan files): columnar too.
+            for start in range(0, len(items), BATCH_ROWS):
+                part = items[start:start + BATCH_ROWS]
+                bufs = columnar(_payload_batch(part, self.plan))
+                if bufs is None:
+                    yield row_by_row(part)
+                else:
+                    yield from ((buf, len(part) if k == 0 else 0) for k, buf in enumerate(bufs))
+
+        return frames()
 
     def encode_values(self, item: Item) -> tuple[dict[str, Any], dict[str, int]]:
         index, row = item.payload

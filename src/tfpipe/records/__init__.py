@@ -57,7 +57,9 @@ from tfpipe.records.writer import (
     parse_size,
     shard_name,
     write_shard,
+    write_shard_frames,
 )
+from tfpipe.records.columnar import ColumnarEncoder
 
 __all__ = [
     "AdoptReport", "adopt", "DEFAULT_SHARD_SIZE", "DatasetSalvageReport", "FINDING_KINDS", "MANIFEST_NAME", "SCHEMA_VERSION", "VERSION_KEY",
@@ -67,5 +69,6 @@ __all__ = [
     "encode_example", "encode_frame", "infer_schema", "is_jpeg", "is_tfds_dir", "jpeg_damage", "known_feature", "iter_frames", "load_manifest", "masked_crc32c",
     "open_source", "parse_size", "record_summary", "salvage", "salvage_dataset", "summarize",
     "verify", "scan", "scan_file", "schema_from_example", "shard_name", "shard_entries", "shard_problems",
-    "shard_record_counts", "shard_sizes", "tfds_manifest", "write_shard",
+    "shard_record_counts", "shard_sizes", "tfds_manifest", "write_shard", "write_shard_frames",
+    "ColumnarEncoder",
 ]

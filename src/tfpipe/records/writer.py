@@ -136,6 +136,16 @@ class _ShardFile:
         self.num_records += 1
         self.frame_bytes += len(frame)
 
+    def write_frames(self, data: Any, count: int) -> None:
+        """Append `count` records that are already framed, back to back in `data`."""
+        view = memoryview(data).cast("B")
+        if self._gz is not None:
+            self._gz.write(view)
+        else:
+            self._sink.write(view)
+        self.num_records += count
+        self.frame_bytes += len(view)
+
     def finish(self) -> tuple[int, int, str]:
         """Flush, fsync and close; return (num_records, num_bytes, sha256)."""
         if self._gz is not None:
@@ -174,6 +184,28 @@ def write_shard(path: str | os.PathLike[str], records: Iterable[bytes],
     try:
         for record in records:
             shard.write(record)
+        n, size, sha = shard.finish()
+        os.replace(shard.temp, final)
+    except BaseException:
+        shard.abort()
+        raise
+    _fsync_dir(directory)
+    return ShardInfo(final, n, size, sha)
+
+
+def write_shard_frames(path: str | os.PathLike[str], chunks: Iterable[tuple[Any, int]],
+                       compression: str | None = None) -> ShardInfo:
+    """`write_shard` for records already framed: `chunks` are (bytes-like holding
+    whole TFRecord frames, how many) pairs, e.g. from `tfpipe.records.columnar`.
+    Same file, same atomic rename, same sha256 as framing record by record."""
+    final = os.fspath(path)
+    comp = normalize_compression(compression)
+    directory = os.path.dirname(final) or "."
+    os.makedirs(directory, exist_ok=True)
+    shard = _ShardFile(_temp_path(final), comp)
+    try:
+        for data, count in chunks:
+            shard.write_frames(data, count)
         n, size, sha = shard.finish()
         os.replace(shard.temp, final)
     except BaseException:
