@@ -14,7 +14,6 @@ manifest is data (JSON, `Manifest.save`), never code; after it, `verify`,
 from __future__ import annotations
 
 import glob as globlib
-import hashlib
 import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -26,6 +25,7 @@ from tfpipe.records.framing import detect_compression, iter_frames
 from tfpipe.records.manifest import MANIFEST_NAME, Manifest, ShardEntry, SplitInfo
 from tfpipe.records.schema import VERSION_KEY, FeatureSpec, Schema, known_feature
 from tfpipe.records.splits import directory_shards, split_of
+from tfpipe.records.verify import _sha256
 
 # int64 scalar keys whose values are class indices, first found wins
 LABEL_KEYS = ("image/class/label", "label")
@@ -115,14 +115,6 @@ def _place(files: list[str], src_dir: str, out_dir: str) -> tuple[list[str], lis
             linked.append(target)
         placed.append(target)
     return placed, linked
-
-
-def _sha256(path: str) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        while chunk := f.read(4 << 20):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 def _schema(features: dict[str, _Feature], total: int, first_shard: dict[str, str]) -> Schema:

@@ -13,7 +13,7 @@ import hashlib
 import os
 import re
 import threading
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass
 from typing import Any, BinaryIO
 
@@ -176,21 +176,8 @@ def write_shard(path: str | os.PathLike[str], records: Iterable[bytes],
     ``compression="gzip"`` gives a byte-identical GZIP stream on every run.
     The returned sha256 and size are those of the file on disk.
     """
-    final = os.fspath(path)
-    comp = normalize_compression(compression)
-    directory = os.path.dirname(final) or "."
-    os.makedirs(directory, exist_ok=True)
-    shard = _ShardFile(_temp_path(final), comp)
-    try:
-        for record in records:
-            shard.write(record)
-        n, size, sha = shard.finish()
-        os.replace(shard.temp, final)
-    except BaseException:
-        shard.abort()
-        raise
-    _fsync_dir(directory)
-    return ShardInfo(final, n, size, sha)
+    return _write_atomically(path, compression,
+                             lambda shard: [shard.write(r) for r in records])
 
 
 def write_shard_frames(path: str | os.PathLike[str], chunks: Iterable[tuple[Any, int]],
@@ -198,14 +185,19 @@ def write_shard_frames(path: str | os.PathLike[str], chunks: Iterable[tuple[Any,
     """`write_shard` for records already framed: `chunks` are (bytes-like holding
     whole TFRecord frames, how many) pairs, e.g. from `tfpipe.records.columnar`.
     Same file, same atomic rename, same sha256 as framing record by record."""
+    return _write_atomically(path, compression,
+                             lambda shard: [shard.write_frames(d, c) for d, c in chunks])
+
+
+def _write_atomically(path: str | os.PathLike[str], compression: str | None,
+                      fill: Callable[[_ShardFile], Any]) -> ShardInfo:
+    """A temp file beside ``path`` filled by ``fill``, then renamed into place."""
     final = os.fspath(path)
-    comp = normalize_compression(compression)
     directory = os.path.dirname(final) or "."
     os.makedirs(directory, exist_ok=True)
-    shard = _ShardFile(_temp_path(final), comp)
+    shard = _ShardFile(_temp_path(final), normalize_compression(compression))
     try:
-        for data, count in chunks:
-            shard.write_frames(data, count)
+        fill(shard)
         n, size, sha = shard.finish()
         os.replace(shard.temp, final)
     except BaseException:
