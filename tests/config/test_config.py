@@ -274,8 +274,8 @@ def test_parse_set_options() -> None:
      "pipeline.num_parallel_calls: must be an integer >= 1, 'auto' (tfpipe's measured default) "
      "or 'autotune' (tf.data.AUTOTUNE), got 0"),
     ({"pipeline.prefetch": "fast"}, "pipeline.prefetch: must be an integer >= 1, 'auto'"),
-    ({"data.task": "segmentation"},
-     "data.task: must be 'classification' or 'detection', got 'segmentation'"),
+    ({"data.task": "segmentation3d"},
+     "data.task: must be 'classification', 'detection' or 'segmentation', got 'segmentation3d'"),
     ({"data.channels": 4}, "data.channels: must be 1 or 3, got 4"),
     ({"pipeline.on_error": "ignore"}, "pipeline.on_error: must be 'skip' or 'raise', got 'ignore'"),
     ({"augment.geometry.affine.fill_mode": "wrap"},
@@ -310,7 +310,7 @@ def test_parse_set_options() -> None:
      "augment.pixel.brightness.max_delt: unknown key (did you mean 'max_delta'?); allowed: enabled, p, max_delta"),
     ({"dat.path": "x"}, "dat: unknown key (did you mean 'data'?); allowed: seed, data, pipeline, augment"),
     # cross-field
-    ({"augment.batch.mosaic.p": 0.5}, "augment.batch.mosaic: needs data.task 'detection', got 'classification'"),
+    ({"augment.batch.mosaic.p": 0.5}, "augment.batch.mosaic: needs data.task 'detection' or 'segmentation', got 'classification'"),
     ({"data.channels": 1}, "data.normalize.mean: needs 1 value (one per channel, data.channels is 1), got 3"),
     ({"base": "cifar"}, "base: cannot be overridden"),
     ({"seed.x": 1}, "seed: is 0, not a mapping; cannot set seed.x"),
@@ -325,7 +325,7 @@ def test_cross_field_rules_for_channels_and_detection() -> None:
     msg = _error("medical-ultrasound", {"augment.pixel.saturation": True, "augment.pixel.hue": True})
     assert msg.splitlines() == ["augment.pixel.saturation: needs 3 colour channels, data.channels is 1",
                                 "augment.pixel.hue: needs 3 colour channels, data.channels is 1"]
-    assert "augment.geometry.elastic: a non-affine warp cannot move boxes" in _error(
+    assert "augment.geometry.elastic: a non-affine warp cannot move the targets" in _error(
         "detection", {"augment.geometry.elastic": True})
     # A disabled op is not checked against the task; colour ops on detection are fine.
     load_config("detection", {"augment.geometry.elastic.enabled": False, "augment.pixel.hue": True})

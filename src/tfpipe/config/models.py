@@ -152,7 +152,7 @@ class DataConfig(_Model):
     path: Union[str, None] = None
     # tfpipe role -> record key, for records tfpipe did not write (None: tfpipe's own keys)
     keys: Union[KeysConfig, None] = None
-    task: Literal["classification", "detection"] = "classification"
+    task: Literal["classification", "detection", "segmentation"] = "classification"
     image_size: tuple[Int(1), Int(1)] = (224, 224)  # type: ignore[valid-type]
     channels: Literal[1, 3] = 3
     output_dtype: Literal["float32", "uint8"] = "float32"
@@ -165,6 +165,8 @@ class DataConfig(_Model):
     eval_crop_fraction: Float(0.0, 1.0, lo_open=True) = 0.875  # type: ignore[valid-type]
     max_boxes: Int(1) = 100  # type: ignore[valid-type]
     dct_scaling: bool = True
+    # segmentation: the mask value outside the source image and in eval padding
+    ignore_label: Int(0, 255) = 255  # type: ignore[valid-type]
 
     @field_validator("image_size", mode="before")
     @classmethod
@@ -329,12 +331,18 @@ class Config(_Model):
         # after mixup was turned off again. Derived values are properties
         # (`one_hot_labels`) and the pipeline's `Settings.one_hot`.
         for op in self.augment.active("batch"):
-            if op.name == "mosaic" and task != "detection":
-                problems.append(f"augment.batch.mosaic: needs data.task 'detection', got {fmt(task)}")
+            if op.name == "mosaic" and task not in ("detection", "segmentation"):
+                problems.append(f"augment.batch.mosaic: needs data.task 'detection' or "
+                                f"'segmentation', got {fmt(task)}")
+            if op.name == "mixup" and task == "segmentation":
+                problems.append("augment.batch.mixup: not allowed with data.task "
+                                "'segmentation': a blend of two images has no single class "
+                                "per pixel (use cutmix, which pastes the mask with the image)")
         for op in self.augment.active("geometry"):
-            if op.name == "elastic" and task == "detection":
-                problems.append("augment.geometry.elastic: a non-affine warp cannot move boxes; "
-                                "not allowed with data.task 'detection'")
+            if op.name == "elastic" and task in ("detection", "segmentation"):
+                problems.append(f"augment.geometry.elastic: a non-affine warp cannot move the "
+                                f"targets through one matrix; not allowed with data.task "
+                                f"{fmt(task)}")
         if self.augment.pixel_stage == "device" and task != "classification":
             problems.append(f"augment.pixel_stage: 'device' needs data.task 'classification', "
                             f"got {fmt(task)} (detection runs L3 on the host: use 'host')")
@@ -364,6 +372,8 @@ class Config(_Model):
             del out["data"]["keys"]
         else:
             out["data"]["keys"] = self.data.keys.model_dump(mode="json", exclude_none=True)
+        if self.data.task != "segmentation":  # other tasks keep their dict (and hash)
+            del out["data"]["ignore_label"]
         if self.features is not None:
             # a tabular config shows the keys it reads: the image-only ones can only be
             # at their defaults here (validation refuses anything else)
