@@ -11,6 +11,8 @@ from tfpipe.augment.boxes import filter_boxes, transform_boxes
 from tfpipe.augment.detection import PAD_CLASS, detection_mixup, mosaic, pad_boxes
 from tfpipe.augment.elastic import elastic, elastic_boxes, sample_elastic_field
 from tfpipe.augment.geometry import (
+    CROP_RATIO,
+    CROP_SCALE,
     affine,
     apply_geometry,
     center_crop,
@@ -41,7 +43,8 @@ from tfpipe.augment.geometry import (
 )
 
 __all__ = [
-    "BOX_FORMATS", "affine", "apply_geometry", "center_crop", "center_crop_window", "compose",
+    "BOX_FORMATS", "CROP_RATIO", "CROP_SCALE", "affine", "apply_geometry", "center_crop",
+    "center_crop_window", "compose",
     "convert_boxes", "crop_and_resize", "crop_matrix", "crop_window_draws",
     "crop_window_from_draws", "filter_boxes", "flip_matrix",
     "identity_matrix", "pad_and_crop", "random_affine", "random_flip", "random_resized_crop",

@@ -30,6 +30,10 @@ Size = Union[Sequence[int], tf.Tensor]
 Pair = Union[float, Sequence[float]]
 
 _INTERPOLATIONS = ("nearest", "bilinear", "bicubic")
+#: random_resized_crop's default area fraction and aspect range (Inception's); the
+#: config's defaults are the same numbers (`tfpipe.config.ops`, tested to agree)
+CROP_SCALE = (0.08, 1.0)
+CROP_RATIO = (3.0 / 4.0, 4.0 / 3.0)
 _FILL_MODES = ("constant", "reflect", "wrap", "nearest")
 
 
@@ -568,8 +572,8 @@ def _check_crop_ranges(scale: Sequence[float], ratio: Sequence[float], attempts:
     return s_lo, s_hi, r_lo, r_hi
 
 
-def crop_window_draws(seed: tf.Tensor, scale: Sequence[float] = (0.08, 1.0),
-                      ratio: Sequence[float] = (3.0 / 4.0, 4.0 / 3.0), attempts: int = 10
+def crop_window_draws(seed: tf.Tensor, scale: Sequence[float] = CROP_SCALE,
+                      ratio: Sequence[float] = CROP_RATIO, attempts: int = 10
                       ) -> tf.Tensor:
     """The random numbers behind `sample_crop_window`: float32 [4, attempts].
 
@@ -597,7 +601,7 @@ def _aspect(log_aspect: tf.Tensor) -> tf.Tensor:
 
 
 def crop_window_from_draws(draws: tf.Tensor, image_height: object, image_width: object,
-                           ratio: Sequence[float] = (3.0 / 4.0, 4.0 / 3.0)
+                           ratio: Sequence[float] = CROP_RATIO
                            ) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor, tf.Tensor]:
     """`sample_crop_window`'s window from its draws [4, attempts] and the image size.
 
@@ -646,8 +650,8 @@ def _crop_window_tf(draws: tf.Tensor, image_height: object, image_width: object,
 
 
 def sample_crop_window(seed: tf.Tensor, image_height: object, image_width: object,
-                       scale: Sequence[float] = (0.08, 1.0),
-                       ratio: Sequence[float] = (3.0 / 4.0, 4.0 / 3.0), attempts: int = 10
+                       scale: Sequence[float] = CROP_SCALE,
+                       ratio: Sequence[float] = CROP_RATIO, attempts: int = 10
                        ) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor, tf.Tensor]:
     """torchvision RandomResizedCrop window: (offset_y, offset_x, crop_h, crop_w) int32.
 
@@ -710,8 +714,8 @@ def crop_and_resize(image: tf.Tensor, window: Sequence[tf.Tensor], size: Size,
 
 
 def random_resized_crop(image: tf.Tensor, seed: tf.Tensor, size: Size,
-                        scale: Sequence[float] = (0.08, 1.0),
-                        ratio: Sequence[float] = (3.0 / 4.0, 4.0 / 3.0),
+                        scale: Sequence[float] = CROP_SCALE,
+                        ratio: Sequence[float] = CROP_RATIO,
                         interpolation: str = "bilinear", attempts: int = 10
                         ) -> tuple[tf.Tensor, tf.Tensor]:
     """Crop a `sample_crop_window` window and resize to `size` (h, w).

@@ -401,8 +401,11 @@ def check_records(ctx: Context) -> CheckResult:
 
 
 def check_dtypes_shapes(ctx: Context) -> CheckResult:
+    from tfpipe.pipeline import task_of
+
     name = "dtypes and shapes"
     s = ctx.settings
+    task = task_of(s)
     problems = []
     h, w = s.image_size
     batches = ctx.first_batches()
@@ -425,23 +428,22 @@ def check_dtypes_shapes(ctx: Context) -> CheckResult:
         if img.dtype.kind == "f" and not np.isfinite(img).all():
             problems.append(f"batch {i}: image has NaN/Inf")
         label = b.get("label")
-        if label is None:
+        if not task.labels:
+            pass
+        elif label is None:
             problems.append(f"batch {i}: no 'label' key")
-        elif s.task == "classification":
-            if s.one_hot:
-                if label.dtype != np.float32 or label.ndim != 2 or label.shape[0] != n:
-                    problems.append(f"batch {i}: one-hot label {label.dtype}{list(label.shape)}, "
-                                    f"want float32 [{n}, num_classes]")
-            elif label.dtype != np.int64 or list(label.shape) != [n]:
-                problems.append(f"batch {i}: label {label.dtype}{list(label.shape)}, "
-                                f"want int64 [{n}]")
-        if s.task == "detection":
-            for key, shape in (("boxes", [n, s.max_boxes, 4]), ("classes", [n, s.max_boxes]),
-                               ("num_boxes", [n])):
-                if key not in b:
-                    problems.append(f"batch {i}: no {key!r} key")
-                elif list(b[key].shape) != shape:
-                    problems.append(f"batch {i}: {key} shape {list(b[key].shape)}, want {shape}")
+        elif s.one_hot:
+            if label.dtype != np.float32 or label.ndim != 2 or label.shape[0] != n:
+                problems.append(f"batch {i}: one-hot label {label.dtype}{list(label.shape)}, "
+                                f"want float32 [{n}, num_classes]")
+        elif label.dtype != np.int64 or list(label.shape) != [n]:
+            problems.append(f"batch {i}: label {label.dtype}{list(label.shape)}, "
+                            f"want int64 [{n}]")
+        for key, shape in task.targets(s, n).items():  # the task's own targets
+            if key not in b:
+                problems.append(f"batch {i}: no {key!r} key")
+            elif list(b[key].shape) != shape:
+                problems.append(f"batch {i}: {key} shape {list(b[key].shape)}, want {shape}")
     if problems:
         return CheckResult(name, False, "; ".join(problems[:5]))
     b = batches[0]
@@ -494,10 +496,14 @@ def scan_labels(s: Any, limit: int = LABEL_SCAN_LIMIT) -> tuple[list[str], int, 
 
 
 def check_labels(ctx: Context) -> CheckResult:
+    from tfpipe.pipeline import task_of
+
     name = "labels"
     s = ctx.settings
-    if s.task != "classification":
-        return CheckResult(name, True, "detection: classes checked with shapes", skipped=True)
+    task = task_of(s)
+    if not task.labels:  # per-object / per-pixel classes: checked with the shapes
+        return CheckResult(name, True, f"{task.name}: classes checked with shapes",
+                           skipped=True)
     stored, scanned, total = scan_labels(s)
     if stored:  # before building: the batches would stop at the first such label
         return CheckResult(name, False, "; ".join(stored))

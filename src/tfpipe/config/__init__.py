@@ -27,15 +27,20 @@ from tfpipe.config.models import (
     Normalize,
     PipelineConfig,
 )
-from tfpipe.config.ops import BATCH_OPS, GEOMETRY_OPS, PIXEL_OPS, SECTIONS, OpConfig
+from tfpipe.config.ops import (BATCH_OPS, CROP_RATIO, CROP_SCALE, GEOMETRY_OPS, PIXEL_OPS,
+                               SECTIONS, OpConfig)
+from tfpipe.config.tasks import TASK_RULES, TaskRules
 
 __all__ = [
     "AUTO",
     "AUTOTUNE",
     "BATCH_OPS",
+    "CROP_RATIO",
+    "CROP_SCALE",
     "GEOMETRY_OPS",
     "PIXEL_OPS",
     "SECTIONS",
+    "TASK_RULES",
     "TF_AUTO",
     "TF_AUTOTUNE",
     "TRANSFORMS",
@@ -48,6 +53,7 @@ __all__ = [
     "Normalize",
     "OpConfig",
     "PipelineConfig",
+    "TaskRules",
     "apply_overrides",
     "deep_merge",
     "list_presets",

@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from tfpipe.config._types import Float, Int, Unit, fmt
 from tfpipe.config.features import FeaturesConfig
 from tfpipe.config.ops import SECTIONS, BatchOp, GeometryOp, OpConfig, PixelOp
+from tfpipe.config.tasks import TASK_RULES, TASKS, task_problems
 
 #: tf.data's own tuning (`tf.data.AUTOTUNE`): the runtime picks and changes the value.
 AUTOTUNE = "autotune"
@@ -152,7 +153,7 @@ class DataConfig(_Model):
     path: Union[str, None] = None
     # tfpipe role -> record key, for records tfpipe did not write (None: tfpipe's own keys)
     keys: Union[KeysConfig, None] = None
-    task: Literal["classification", "detection", "segmentation"] = "classification"
+    task: Literal[TASKS] = "classification"  # type: ignore[valid-type]
     image_size: tuple[Int(1), Int(1)] = (224, 224)  # type: ignore[valid-type]
     channels: Literal[1, 3] = 3
     output_dtype: Literal["float32", "uint8"] = "float32"
@@ -330,22 +331,11 @@ class Config(_Model):
         # label_format = one_hot under mixup) carried it into to_dict() and kept it
         # after mixup was turned off again. Derived values are properties
         # (`one_hot_labels`) and the pipeline's `Settings.one_hot`.
-        for op in self.augment.active("batch"):
-            if op.name == "mosaic" and task not in ("detection", "segmentation"):
-                problems.append(f"augment.batch.mosaic: needs data.task 'detection' or "
-                                f"'segmentation', got {fmt(task)}")
-            if op.name == "mixup" and task == "segmentation":
-                problems.append("augment.batch.mixup: not allowed with data.task "
-                                "'segmentation': a blend of two images has no single class "
-                                "per pixel (use cutmix, which pastes the mask with the image)")
-        for op in self.augment.active("geometry"):
-            if op.name == "elastic" and task in ("detection", "segmentation"):
-                problems.append(f"augment.geometry.elastic: a non-affine warp cannot move the "
-                                f"targets through one matrix; not allowed with data.task "
-                                f"{fmt(task)}")
-        if self.augment.pixel_stage == "device" and task != "classification":
-            problems.append(f"augment.pixel_stage: 'device' needs data.task 'classification', "
-                            f"got {fmt(task)} (detection runs L3 on the host: use 'host')")
+        # the per-task rules (mosaic, mixup, non-affine geometry, device L3): one row
+        # per task in `config.tasks`
+        problems += task_problems(task, {sec: self.augment.active(sec)
+                                         for sec in ("batch", "geometry")},
+                                  self.augment.pixel_stage, fmt)
         if channels == 1:
             for op in self.augment.active("pixel"):
                 if op.name in ("saturation", "hue", "channel_shuffle"):
@@ -362,7 +352,7 @@ class Config(_Model):
         labels an index cannot carry); `label_format` keeps what the user wrote."""
         mixing = any(op.name in ("mixup", "cutmix") for op in self.augment.active("batch"))
         return self.data.label_format == "one_hot" or (
-            mixing and self.data.task == "classification")
+            mixing and TASK_RULES[self.data.task].soft_labels)
 
     # ------------------------------------------------------------ serialization
     def to_dict(self) -> dict[str, Any]:
@@ -372,8 +362,10 @@ class Config(_Model):
             del out["data"]["keys"]
         else:
             out["data"]["keys"] = self.data.keys.model_dump(mode="json", exclude_none=True)
-        if self.data.task != "segmentation":  # other tasks keep their dict (and hash)
-            del out["data"]["ignore_label"]
+        for rules in TASK_RULES.values():  # other tasks keep their dict (and hash)
+            for key in rules.data_keys:
+                if key not in TASK_RULES[self.data.task].data_keys:
+                    out["data"].pop(key, None)
         if self.features is not None:
             # a tabular config shows the keys it reads: the image-only ones can only be
             # at their defaults here (validation refuses anything else)

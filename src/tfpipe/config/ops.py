@@ -17,6 +17,11 @@ FillMode = Literal["constant", "reflect", "nearest"]
 Interpolation = Literal["nearest", "bilinear", "bicubic"]
 
 _COMMON = ("name", "enabled", "p")
+# random_resized_crop's defaults, as Inception's: `tfpipe.augment.CROP_SCALE` /
+# `CROP_RATIO` are the same numbers for the augment layer (config imports no
+# augment; tests/config check that the two agree)
+CROP_SCALE = (0.08, 1.0)
+CROP_RATIO = (3 / 4, 4 / 3)
 
 
 class OpConfig(BaseModel):
@@ -29,6 +34,9 @@ class OpConfig(BaseModel):
     p: Unit = 1.0  # type: ignore[valid-type]
 
     section: ClassVar[str] = ""
+    # geometry: the op is a 3x3 matrix, so every target (boxes, masks) can follow it
+    # (`config.tasks.TaskRules.one_matrix`; the pipeline's op registry holds the matrix)
+    affine: ClassVar[bool] = True
 
     @property
     def params(self) -> dict[str, Any]:
@@ -60,8 +68,8 @@ class _LowerUpper(OpConfig):
 # ---------------------------------------------------------------- L2 geometry
 class RandomResizedCrop(OpConfig):
     name: Literal["random_resized_crop"] = "random_resized_crop"
-    scale: Range(0.0, 1.0, lo_open=True) = (0.08, 1.0)  # type: ignore[valid-type]
-    ratio: Range(0.0, lo_open=True) = (0.75, 4.0 / 3.0)  # type: ignore[valid-type]
+    scale: Range(0.0, 1.0, lo_open=True) = CROP_SCALE  # type: ignore[valid-type]
+    ratio: Range(0.0, lo_open=True) = CROP_RATIO  # type: ignore[valid-type]
 
 
 class CenterCrop(OpConfig):
@@ -100,6 +108,7 @@ class PadAndCrop(OpConfig):
 
 class Elastic(OpConfig):
     name: Literal["elastic"] = "elastic"
+    affine: ClassVar[bool] = False  # a displacement field: no matrix for the targets
     alpha: Float(0.0, lo_open=True) = 34.0  # type: ignore[valid-type]
     sigma: Float(0.0, lo_open=True) = 4.0  # type: ignore[valid-type]
 

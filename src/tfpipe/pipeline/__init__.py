@@ -12,13 +12,19 @@ from tfpipe.pipeline._options import batch_parallelism, map_parallelism, options
 from tfpipe.pipeline._settings import Settings, settings
 from tfpipe.pipeline._tabular import raw_parse_spec, raw_rows, tabular_transforms, transform_specs
 from tfpipe.pipeline._tabular_info import TabularSource, tabular_source
+from tfpipe.pipeline._tasks import TABULAR, TASKS, Builder, Task, task_of
 
 __all__ = [
     "MATERIALIZED_MARKER",
     "ClusterWorker",
     "STAGES",
     "Settings",
+    "TABULAR",
+    "TASKS",
+    "Builder",
+    "Task",
     "TabularSource",
+    "task_of",
     "build_pipeline",
     "batch_parallelism",
     "batches_per_pass",

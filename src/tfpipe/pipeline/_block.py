@@ -43,6 +43,7 @@ import tensorflow as tf
 
 from tfpipe.pipeline._errors import log_and_count_skipped
 from tfpipe.pipeline._source import IMAGE_KEY, LABEL_KEY
+from tfpipe.pipeline._tasks import task_of
 
 _FORCED: list[bool] = []  # innermost `forced(...)` wins (benchmarks, tests)
 _WRITE_OUT: list[bool] = []  # innermost `write_out(...)` wins (benchmarks, tests)
@@ -165,7 +166,7 @@ def eligible(builder: Any, parse_spec: Callable[..., Any] | None, train: bool,
     Unless `forced`, records of `files` averaging `LARGE_RECORD_BYTES` or more
     keep the per-element path (faster there, same bytes)."""
     s = builder.s
-    if not enabled() or s.task != "classification" or not _op_available():
+    if not enabled() or not task_of(s).block_path or not _op_available():
         return False
     if not _FORCED and files:
         mean = mean_record_bytes(files)

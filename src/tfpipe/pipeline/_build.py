@@ -26,13 +26,14 @@ import tensorflow as tf
 
 from tfpipe import seeds
 from tfpipe.errors import ConfigError, TfpipeError
-from tfpipe.pipeline import _block, _classify
+from tfpipe.pipeline import _block
 from tfpipe.pipeline._errors import guarded_map as isolate
 from tfpipe.pipeline._errors import new_iteration, planned
 from tfpipe.pipeline._labels import check_manifest_labels
 from tfpipe.pipeline._options import batch_parallelism, map_parallelism, options
 from tfpipe.pipeline._settings import AUTOTUNE, Settings, settings
 from tfpipe.pipeline._source import Source, open_records, read_records, worker_files
+from tfpipe.pipeline._tasks import Builder, task_of
 
 SHUFFLE_TAG = 0x73687566  # "shuf": the shuffle seed is its own stream of the epoch seed
 # The (seed, seed2) pair of the shuffle op is (SHUFFLE_SEED, word 0 of
@@ -221,7 +222,7 @@ def _source(s: Settings, split: str, worker: Any) -> tuple[Source, list[str], tu
         raise ConfigError(f"pipeline.batch_size: must be >= 1, got {s.batch_size}")
     wi, wc = _worker(worker)
     src = open_records(s.data_path, split, s.task, s.keys)
-    if s.task == "classification":  # free when the manifest records the label range
+    if task_of(s).labels:  # free when the manifest records the label range
         check_manifest_labels(src.label_stats, s.num_classes or src.num_classes,
                               s.label_offset, str(s.data_path))
     files, _ = worker_files(src.files, wi, wc, batch_size=s.batch_size)
@@ -312,12 +313,8 @@ def _assemble(s: Settings, split: str, epoch: int | tf.Tensor, worker: tuple[int
 
 
 def _builder(s: Settings, es: tf.Tensor, worker: tuple[int, int], src: Source,
-             train: bool) -> Any:
-    if s.task == "detection":
-        from tfpipe.pipeline import _detect
-
-        return _detect.Detect(s, es, worker[0], worker[1], src.parse, train)
-    return _classify.Classify(s, es, worker[0], worker[1], src.parse, train)
+             train: bool) -> Builder:
+    return task_of(s).make(s, es, worker, src.parse, train)
 
 
 def _compose_stages(s: Settings, builder: Any, ds: tf.data.Dataset, step: int | tf.Tensor,
@@ -667,18 +664,17 @@ def build_pipeline(config: Any, split: str = "train", epoch: int = 0, worker: An
     saying so; None waits forever.
     """
     s = settings(config)
-    if offset is not None and (s.features is not None or service is not None):
+    if offset is not None and (task_of(s).pipeline is not None or service is not None):
         raise ConfigError("build_pipeline: offset= is for image pipelines built from the "
                           "records (not tabular configs, not service=); resume with step= there")
-    if s.features is not None:  # a table: (features, label) batches, docs/tabular.md
-        from tfpipe.pipeline import _tabular
-
+    task = task_of(s)
+    if task.pipeline is not None:  # a table: (features, label) batches, docs/tabular.md
         if service is not None or keep_index:
             raise ConfigError("build_pipeline: service= and keep_index are not supported for "
                               "tabular configs (a features: section)")
         if isinstance(step, bool) or not isinstance(step, int) or step < 0:
             raise ConfigError(f"build_pipeline: step must be an integer >= 0, got {step!r}")
-        return _tabular.build(s, split, epoch, _worker(worker), step)
+        return task.build()(s, split, epoch, _worker(worker), step)
     if service is not None:
         from tfpipe.pipeline import _service
 
@@ -779,13 +775,7 @@ def _one_epoch(s: Settings, split: str, epoch: int, worker: Any, keep_index: boo
 def _finish(ds: tf.data.Dataset, s: Settings, as_supervised: bool) -> tf.data.Dataset:
     """as_supervised, options and the final prefetch (the same for every path)."""
     if as_supervised:
-        if s.task == "detection":
-            ds = ds.map(lambda e: (e["image"], {k: v for k, v in e.items() if k != "image"}))
-        elif "augment_enabled" in ds.element_spec:
-            # pixel_stage device, train: (features, label), the draws beside the image
-            ds = ds.map(lambda e: ({k: v for k, v in e.items() if k != "label"}, e["label"]))
-        else:
-            ds = ds.map(lambda e: (e["image"], e["label"]))
+        ds = ds.map(task_of(s).supervised)
     ds = ds.with_options(options(s))
     prefetch = s.prefetch if s.prefetch != AUTOTUNE else tf.data.AUTOTUNE
     if s.prefetch_to_device and _device_exists(s.prefetch_to_device):

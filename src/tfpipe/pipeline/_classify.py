@@ -32,6 +32,7 @@ from tfpipe.pipeline._plan import (  # noqa: F401 - re-exported
     COIN_TAG, ENABLE_OP, PIXEL_BASE, PlanStage, SampleSeeds, batch_enabled, coin, pair)
 from tfpipe.pipeline._settings import Settings
 from tfpipe.pipeline._source import IMAGE_KEY, LABEL_KEY
+from tfpipe.pipeline._tasks import device_refusal
 
 _pair = pair  # the old private name
 
@@ -146,9 +147,9 @@ def device_spec(config: Any) -> on_device.DeviceSpec:
     from tfpipe.pipeline._settings import settings
 
     s = settings(config)
-    if s.task != "classification":
-        raise ConfigError(f"augment.pixel_stage: 'device' needs data.task 'classification', "
-                          f"got {s.task!r} (detection runs L3 on the host: use 'host')")
+    refused = device_refusal(s.task)
+    if refused:
+        raise ConfigError(refused)
     return on_device.DeviceSpec(pixel=tuple(s.active("pixel")), batch=tuple(s.active("batch")),
                                 mean=s.mean, std=s.std, output_dtype=s.output_dtype,
                                 enable_rate=s.enable_rate)

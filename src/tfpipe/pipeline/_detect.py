@@ -42,14 +42,12 @@ Batch = dict[str, tf.Tensor]
 
 
 class Detect:
-    """Per-sample and per-batch functions for one detection pipeline (the same
-    surface `_build._assemble` drives as `Classify`)."""
+    """Per-sample and per-batch functions for one detection pipeline (a
+    `_tasks.Builder`, the surface `_build._assemble` drives)."""
 
-    plan = None  # drawn per sample: the geometry needs the decoded size first
-    # the classification decode's window planning: detection decodes whole images
-    fast_crop = fast_flip = fused_l1 = False
-    dct_target = None
-    device = False  # L3 runs on the host (`check_pixel_stage`)
+    # drawn per sample: the geometry needs the decoded size first; whole images are
+    # decoded (a window would cut boxes) and L3 runs on the host (`check_pixel_stage`)
+    plan = None
 
     def __init__(self, s: Settings, epoch_seed: tf.Tensor, worker: int, workers: int,
                  parse: Callable[..., dict[str, tf.Tensor]], train: bool) -> None:

@@ -22,6 +22,7 @@ from tfpipe.augment import color, on_device
 from tfpipe.errors import ConfigError
 from tfpipe.pipeline._plan import PIXEL_BASE
 from tfpipe.pipeline._settings import Op, Settings
+from tfpipe.pipeline._tasks import device_refusal
 from tfpipe.pipeline.fast import FUSABLE, FusedPixel, fusable
 
 Inputs = dict[str, tf.Tensor]  # `_pparams` + `_papply`, or `_pseeds`
@@ -35,13 +36,14 @@ def pixel_fn(op: Op) -> Callable[[tf.Tensor, tf.Tensor], tf.Tensor]:
 
 
 def check_pixel_stage(s: Settings) -> None:
-    """`augment.pixel_stage`: host or device, and device for classification only."""
+    """`augment.pixel_stage`: host or device, and device only for the tasks whose
+    rules allow it (`TaskRules.device_pixel_stage`: classification)."""
     if s.pixel_stage not in ("host", "device"):
         raise ConfigError(f"augment.pixel_stage: must be 'host' or 'device', got "
                           f"{s.pixel_stage!r}")
-    if s.pixel_stage == "device" and s.task != "classification":
-        raise ConfigError(f"augment.pixel_stage: 'device' needs data.task 'classification', "
-                          f"got {s.task!r} (detection runs L3 on the host: use 'host')")
+    refused = device_refusal(s.task) if s.pixel_stage == "device" else None
+    if refused:
+        raise ConfigError(refused)
 
 
 class PixelStage:

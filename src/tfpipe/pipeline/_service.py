@@ -260,17 +260,12 @@ def compose_locally(s: Settings, split: str, e: tf.Tensor, src: Any,
     """Client side of `dynamic`: batches of the configured size, then L3 + L4 +
     normalize, exactly as the local pipeline's compose stage (batch seeds from
     the client's batch count)."""
-    from tfpipe.pipeline import _build, _classify
+    from tfpipe.pipeline import _build
+    from tfpipe.pipeline._tasks import task_of
 
     train = split in _build.TRAIN_SPLITS
     es = seeds.epoch_seed(seeds.global_seed(s.seed), e)
-    if s.task == "detection":
-        from tfpipe.pipeline import _detect
-
-        make = _detect.Detect
-    else:
-        make = _classify.Classify
-    builder = make(s, es, 0, 1, src.parse, train)
+    builder = task_of(s).make(s, es, (0, 1), src.parse, train)
     drop = s.drop_remainder if train else False
     batched = remote.unbatch().batch(s.batch_size, drop_remainder=drop).enumerate()
     num_classes = s.num_classes or src.num_classes

@@ -14,6 +14,8 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from tfpipe.config import TASK_RULES
+
 AUTOTUNE = -1
 #: `num_parallel_calls: auto`: tfpipe's fixed, measured default (map_parallelism).
 AUTO = -2
@@ -87,7 +89,8 @@ class Settings:
     def one_hot(self) -> bool:
         """Labels leave as float one-hot when asked, or when mixup/cutmix mix them."""
         mixing = any(op.name in ("mixup", "cutmix") for op in self.active("batch"))
-        return self.label_format == "one_hot" or (mixing and self.task == "classification")
+        return self.label_format == "one_hot" or (
+            mixing and TASK_RULES[self.task].soft_labels)
 
     def fingerprint(self, *keys: str) -> str:
         """Short hash of the named settings (cache / materialize keys)."""

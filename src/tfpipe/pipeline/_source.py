@@ -22,6 +22,7 @@ from tfpipe.pipeline._keys import (  # noqa: F401
     KeyedParse,
     resolve,
 )
+from tfpipe.pipeline._tasks import task_named
 from tfpipe.records import is_tfds_dir, open_source
 
 # A fixed interleave width when the config says auto or autotune: tf.data's AUTOTUNE cycle
@@ -55,7 +56,7 @@ def open_records(path: str | None, split: str, task: str,
         raise ConfigError("data.path: not set; point it at a converted dataset directory "
                           "or a shard glob (tfpipe convert SRC OUT)")
     foreign = bool(keys) or is_tfds_dir(path)
-    required = None if foreign else [IMAGE_KEY] + ([*BOX_KEYS] if task == "detection" else [])
+    required = None if foreign else list(task_named(task).required_keys)
     src = open_source(path, split=split, required=required, check_files=False)
     files = list(src.files)
     if not files:

@@ -25,6 +25,7 @@ from tfpipe import native
 from tfpipe.errors import ConfigError
 from tfpipe.pipeline import _classify
 from tfpipe.pipeline._settings import Settings, settings
+from tfpipe.pipeline._tasks import TASKS, task_of
 from tfpipe.pipeline.fast import normalizer
 
 
@@ -72,8 +73,9 @@ class EvalPreprocessing:
 def eval_preprocessing(config: Any, *, stock_ops: bool = True) -> EvalPreprocessing:
     """The eval preprocessing of `config` (anything `build_pipeline` accepts)."""
     s = settings(config)
-    if s.task != "classification":
-        raise ConfigError(f"data.task: serving preprocessing is built for 'classification' "
+    if not task_of(s).serving:
+        served = " or ".join(f"'{t.name}'" for t in TASKS.values() if t.serving)
+        raise ConfigError(f"data.task: serving preprocessing is built for {served} "
                           f"only, got {s.task!r}")
     return EvalPreprocessing(s, stock_ops)
 
