@@ -21,6 +21,8 @@ from typing import Any
 
 import numpy as np
 
+from tfpipe.config import CROP_RATIO, CROP_SCALE
+
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)
 
@@ -35,8 +37,8 @@ class NaiveSpec:
     drop_remainder: bool = True
     shuffle_buffer: int = 1000
     seed: int = 0
-    scale: tuple[float, float] | None = (0.08, 1.0)     # None: no random-resized crop
-    ratio: tuple[float, float] = (0.75, 4 / 3)
+    scale: tuple[float, float] | None = CROP_SCALE     # None: no random-resized crop
+    ratio: tuple[float, float] = CROP_RATIO
     flip_p: float = 0.5
     brightness: float | None = 0.4                     # max_delta on the [0,1] scale
     contrast: tuple[float, float] | None = (0.6, 1.4)
@@ -69,8 +71,8 @@ class NaiveSpec:
             image_size=s.image_size, channels=s.channels, batch_size=s.batch_size,
             drop_remainder=s.drop_remainder if train else False,
             shuffle_buffer=s.shuffle_buffer if train else 0, seed=s.seed,
-            scale=tuple(rrc.params.get("scale", (0.08, 1.0))) if rrc else None,
-            ratio=tuple(rrc.params.get("ratio", (0.75, 4 / 3))) if rrc else (0.75, 4 / 3),
+            scale=tuple(rrc.params.get("scale", CROP_SCALE)) if rrc else None,
+            ratio=tuple(rrc.params.get("ratio", CROP_RATIO)) if rrc else CROP_RATIO,
             flip_p=flip.p if flip_h else 0.0,
             brightness=float(bright.params.get("max_delta", 0.4)) if bright else None,
             contrast=(float(contrast.params.get("lower", 0.6)),
@@ -303,7 +305,7 @@ def albumentations_numpy_function(files: Sequence[str], batch_size: int = 64, si
     import tensorflow as tf
 
     transform = A.Compose([
-        A.RandomResizedCrop(size=(size, size), scale=(0.08, 1.0), ratio=(0.75, 4 / 3)),
+        A.RandomResizedCrop(size=(size, size), scale=CROP_SCALE, ratio=CROP_RATIO),
         A.HorizontalFlip(p=0.5),
         A.RandomBrightnessContrast(brightness_limit=0.4, contrast_limit=0.4, p=1.0),
         A.Normalize(mean=IMAGENET_MEAN, std=IMAGENET_STD),
@@ -327,8 +329,8 @@ def _rrc_box(data: Any, seed: Any) -> tuple[Any, Any]:
 
     shape = tf.image.extract_jpeg_shape(data)
     begin, crop_size, _ = tf.image.stateless_sample_distorted_bounding_box(
-        shape, tf.zeros([1, 0, 4], tf.float32), seed=seed, area_range=(0.08, 1.0),
-        aspect_ratio_range=(0.75, 4 / 3), min_object_covered=0.0, max_attempts=10,
+        shape, tf.zeros([1, 0, 4], tf.float32), seed=seed, area_range=CROP_SCALE,
+        aspect_ratio_range=CROP_RATIO, min_object_covered=0.0, max_attempts=10,
         use_image_if_no_bounding_boxes=True)
     return begin, crop_size
 

@@ -41,6 +41,7 @@ from typing import Any, Callable, Iterator, Sequence
 
 import tensorflow as tf
 
+from tfpipe import augment
 from tfpipe.pipeline._errors import log_and_count_skipped
 from tfpipe.pipeline._source import IMAGE_KEY, LABEL_KEY
 from tfpipe.pipeline._tasks import task_of
@@ -182,7 +183,7 @@ def eligible(builder: Any, parse_spec: Callable[..., Any] | None, train: bool,
 
 
 def _ratio(op: Any) -> tuple[float, float]:
-    v = op.params.get("ratio", (3 / 4, 4 / 3))  # the default `Classify` uses
+    v = op.params.get("ratio", augment.CROP_RATIO)  # the default `Classify` uses
     return float(v[0]), float(v[1])
 
 
@@ -322,7 +323,7 @@ def _decode_block(builder: Any, spec: dict[str, Any], plan: Callable[..., Any] |
     h, w = s.image_size
     size = (int(h), int(w))
     geometry = s.active("geometry") if train else []
-    ratio = _ratio(geometry[0]) if geometry else (3 / 4, 4 / 3)
+    ratio = _ratio(geometry[0]) if geometry else augment.CROP_RATIO
     crop_fraction = float(s.eval_crop_fraction)
 
     def rows_of(local: tf.Tensor, shard: tf.Tensor, rec: tf.Tensor, serialized: tf.Tensor

@@ -19,44 +19,20 @@ from tfpipe import augment, native, seeds
 from tfpipe.errors import ConfigError
 from tfpipe.pipeline._decode import decode_full, decode_window, resize_uint8
 from tfpipe.augment.geometry import sample_flip, sample_rot90
-from tfpipe.pipeline._plan import affine_kwargs, coin, fast_crop, fast_flip, pair
+from tfpipe.pipeline._geometry_ops import GEOMETRY, apply_one
+from tfpipe.pipeline._plan import affine_kwargs, fast_crop, fast_flip, pair
 from tfpipe.pipeline._settings import Op, Settings
 
 
 def apply_geometry_op(op: Op, image: tf.Tensor, seed: tf.Tensor,
                       size: tuple[int, int]) -> tf.Tensor:
-    """One L2 op on one uint8 image via `tfpipe.augment` (unfused reference path)."""
-    name, prm = op.name, op.params
-    interp = str(prm.get("interpolation", "bilinear"))
-    if name == "flip":
-        return augment.random_flip(image, seed, bool(prm.get("horizontal", True)),
-                                   bool(prm.get("vertical", False)), op.p)[0]
-    if name == "rot90":
-        return augment.random_rot90(image, seed, op.p)[0]
-    if name == "random_resized_crop":
-        fn = lambda: augment.random_resized_crop(  # noqa: E731
-            image, seed, size, pair(op, "scale", (0.08, 1.0)),
-            pair(op, "ratio", (3 / 4, 4 / 3)), interp)[0]
-    elif name == "center_crop":
-        fn = lambda: augment.center_crop(  # noqa: E731
-            image, size, float(prm.get("crop_fraction", 0.875)), interp)[0]
-    elif name == "affine":
-        fn = lambda: augment.random_affine(image, seed, **affine_kwargs(op))[0]  # noqa: E731
-    elif name == "pad_and_crop":
-        kw = {k: prm[k] for k in ("padding", "fill_mode", "fill_value") if k in prm}
-        fn = lambda: augment.pad_and_crop(image, seed, **kw)[0]  # noqa: E731
-    elif name == "elastic":
-        from tfpipe.augment.elastic import elastic
-
-        fn = lambda: elastic(image, seed, float(prm.get("alpha", 34.0)),  # noqa: E731
-                             float(prm.get("sigma", 4.0)))[0]
-    else:
-        raise ConfigError(f"augment.geometry.{name}: unknown op; allowed: random_resized_crop, "
-                          "center_crop, flip, rot90, affine, pad_and_crop, elastic")
-    if op.p >= 1.0:
-        return fn()
-    out = tf.cond(coin(seed, op.p), fn, lambda: image)
-    return tf.ensure_shape(out, [None, None, image.shape[-1]])
+    """One L2 op on one uint8 image via `tfpipe.augment` (unfused reference path):
+    the op's entry in the geometric-op registry (`_geometry_ops.GEOMETRY`)."""
+    out = apply_one(op, image, seed, size)
+    if out is None:
+        raise ConfigError(f"augment.geometry.{op.name}: unknown op; allowed: "
+                          + ", ".join(GEOMETRY))
+    return out
 
 
 def eval_image(s: Settings, encoded: tf.Tensor, crop_in_decoder: bool = True) -> tf.Tensor:
@@ -91,7 +67,7 @@ class DecodeStage:
 
     def crop_window(self, row: Row) -> Callable[..., tuple[tf.Tensor, ...]]:
         """(h, w) -> the planned random-resized-crop window for an image of that size."""
-        ratio = pair(self.geometry[0], "ratio", (3 / 4, 4 / 3))
+        ratio = pair(self.geometry[0], "ratio", augment.CROP_RATIO)
 
         def window(h: tf.Tensor, w: tf.Tensor) -> tuple[tf.Tensor, ...]:
             win = augment.crop_window_from_draws(row["_crop"], h, w, ratio)
@@ -112,7 +88,7 @@ class DecodeStage:
 
             flip = row["_flip"] if self.fast_flip else False
             crop_on = row.get("_crop_on", True)
-            ratio = pair(ops[0], "ratio", (3 / 4, 4 / 3))
+            ratio = pair(ops[0], "ratio", augment.CROP_RATIO)
             image = tf.cond(
                 tf.io.is_jpeg(encoded),
                 lambda: decode_crop_resize(encoded, row["_crop"], crop_on, flip, size, ratio,

@@ -18,25 +18,17 @@ from typing import Callable, Sequence
 import tensorflow as tf
 
 from tfpipe import augment
-from tfpipe.augment import geometry as G
 from tfpipe.errors import ConfigError
 from tfpipe.pipeline._decode import resize_uint8
-from tfpipe.pipeline._plan import coin, pair
+from tfpipe.pipeline._geometry_ops import (GEOMETRY, MATRIX_OPS, follow_boxes, follow_image,
+                                           matrix)
 from tfpipe.pipeline._settings import Op, Settings
 from tfpipe.pipeline._source import BOX_KEYS, BOX_LABEL_KEY
 
-_OPS = ("random_resized_crop", "center_crop", "flip", "rot90", "affine", "pad_and_crop")
-# The params each op's matrix honours: anything else would be silently ignored, so it
-# is a ConfigError (e.g. a Settings built by hand with an op param detection lacks).
-_PARAMS: dict[str, frozenset[str]] = {
-    "random_resized_crop": frozenset({"scale", "ratio", "interpolation"}),
-    "center_crop": frozenset({"crop_fraction", "interpolation"}),
-    "flip": frozenset({"horizontal", "vertical"}),
-    "rot90": frozenset(),
-    "affine": frozenset({"rotation", "scale", "per_axis_scale", "shear", "translate",
-                         "interpolation", "fill_mode", "fill_value"}),
-    "pad_and_crop": frozenset({"padding", "fill_mode", "fill_value"}),
-}
+# The ops boxes can follow (they have a matrix) and the params each matrix honours:
+# the geometric-op registry (`_geometry_ops.GEOMETRY`) declares both.
+_OPS = MATRIX_OPS
+_PARAMS: dict[str, frozenset[str]] = {name: GEOMETRY[name].params for name in MATRIX_OPS}
 # What `tfpipe.augment.affine` (the one resample) supports.
 INTERPOLATIONS = ("nearest", "bilinear", "bicubic")
 # (the kernel has wrap too; the config does not offer it, so neither does detection)
@@ -83,15 +75,14 @@ def resample_settings(ops: list[Op]) -> tuple[str, str, float]:
         if extra:
             raise ConfigError(f"{_key(op, extra[0])}: not supported for detection; "
                               f"{op.name} takes: {', '.join(sorted(_PARAMS[op.name])) or 'no params'}")
-    interpolation = _agree(ops, "interpolation", INTERPOLATIONS, "bilinear")
-    fill_mode = _agree([op for op in ops if op.name in ("affine", "pad_and_crop")],
-                       "fill_mode", FILL_MODES, "constant")
+    interpolation = _agree([op for op in ops if GEOMETRY[op.name].interpolation],
+                           "interpolation", INTERPOLATIONS, "bilinear")
+    fillers = [op for op in ops if GEOMETRY[op.name].fills]
+    fill_mode = _agree(fillers, "fill_mode", FILL_MODES, "constant")
     fill_value = 0.0
     if fill_mode == "constant":
         values: list[tuple[str, float]] = []
-        for op in ops:
-            if op.name not in ("affine", "pad_and_crop"):
-                continue
+        for op in fillers:
             # pad_and_crop's config has no fill_value: it pads with 0
             v = op.params.get("fill_value", 0.0)
             if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 <= v <= 255:
@@ -120,38 +111,11 @@ def op_matrix(op: Op, seed: tf.Tensor, size: tuple[tf.Tensor, tf.Tensor],
     the public sampler returns (tested). p: flip/rot90 take it as the samplers do;
     the others apply with `coin(seed, p)` exactly as classification's L2 does.
     """
-    name, prm = op.name, op.params
-    h, w = size
-    if name == "flip":
-        fx, fy = G.sample_flip(seed, bool(prm.get("horizontal", True)),
-                               bool(prm.get("vertical", False)), op.p)
-        return augment.flip_matrix((h, w), fx, fy), size
-    if name == "rot90":
-        k = G.sample_rot90(seed, op.p)
-        odd = tf.math.floormod(k, 2) == 1
-        return augment.rot90_matrix((h, w), k), (tf.where(odd, w, h), tf.where(odd, h, w))
-    apply = coin(seed, op.p)
-    oh, ow = tf.constant(out_size[0]), tf.constant(out_size[1])
-    if name in ("random_resized_crop", "center_crop"):
-        if name == "random_resized_crop":
-            win = augment.sample_crop_window(seed, h, w, pair(op, "scale", (0.08, 1.0)),
-                                             pair(op, "ratio", (3 / 4, 4 / 3)))
-        else:
-            win = augment.center_crop_window(h, w, out_size, float(prm.get("crop_fraction", 0.875)))
-        m = augment.crop_matrix(win[:2], win[2:], out_size)
-        m = tf.where(apply, m, augment.identity_matrix())
-        return m, (tf.where(apply, oh, h), tf.where(apply, ow, w))
-    if name == "affine":
-        kw = {k: (tuple(v) if isinstance(v, list) else v) for k, v in prm.items()
-              if k in ("rotation", "scale", "per_axis_scale", "shear", "translate")}
-        m = augment.sample_affine_matrix(seed, (h, w), **kw)
-        return tf.where(apply, m, augment.identity_matrix()), size
-    if name == "pad_and_crop":
-        dx, dy = G.sample_pad_shift(seed, int(prm.get("padding", 4)))
-        m = augment.translate_matrix(dx, dy)
-        return tf.where(apply, m, augment.identity_matrix()), size
-    raise ConfigError(f"augment.geometry.{name}: not supported for detection (boxes must "
-                      "follow an affine matrix); allowed: " + ", ".join(_OPS))
+    found = matrix(op, seed, size, out_size)
+    if found is None:
+        raise ConfigError(f"augment.geometry.{op.name}: not supported for detection (boxes "
+                          "must follow an affine matrix); allowed: " + ", ".join(_OPS))
+    return found
 
 
 class BoxGeometry:
@@ -177,8 +141,8 @@ class BoxGeometry:
             mats.append(m)
         mats.append(augment.resize_matrix(cur, size))
         m = augment.compose(*mats)
-        out = augment.affine(image, m, size, self.interpolation, self.fill_mode,
-                             self.fill_value)
+        out = follow_image(image, m, size, self.interpolation, self.fill_mode,
+                           self.fill_value)
         return tf.ensure_shape(out, [size[0], size[1], self.s.channels]), m, tf.stack(hw)
 
     def boxes(self, feats: dict[str, tf.Tensor], m: tf.Tensor, hw: tf.Tensor
@@ -188,6 +152,6 @@ class BoxGeometry:
         boxes = tf.stack([tf.reshape(tf.cast(feats[k], tf.float32), [-1]) for k in BOX_KEYS],
                          axis=-1)
         classes = tf.cast(tf.reshape(feats[BOX_LABEL_KEY], [-1]), tf.int64)
-        boxes, keep = augment.transform_boxes(boxes, m, hw, self.s.image_size)
+        boxes, keep = follow_boxes(boxes, m, hw, self.s.image_size)
         boxes, classes = augment.filter_boxes(boxes, classes, keep)
         return augment.pad_boxes(boxes, classes, self.s.max_boxes)

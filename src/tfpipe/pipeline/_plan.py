@@ -149,7 +149,7 @@ class PlanStage:
             op = self.geometry[0]
             s0 = seeds.fold(base, 0)
             out["_crop"] = augment.crop_window_draws(
-                s0, pair(op, "scale", (0.08, 1.0)), pair(op, "ratio", (3 / 4, 4 / 3)))
+                s0, pair(op, "scale", augment.CROP_SCALE), pair(op, "ratio", augment.CROP_RATIO))
             if op.p < 1.0:
                 out["_crop_on"] = coin(s0, op.p)
         if self.fast_flip:  # = random_flip's horizontal draw
