@@ -143,3 +143,88 @@ def test_checker_sees_private_use_from_the_cli(tmp_path: Path) -> None:
 def test_imports_follow_the_package_table() -> None:
     bad = _violations()
     assert not bad, "imports that break DESIGN.md's package table:\n" + "\n".join(bad)
+
+
+# ------------------------------------------------------------------ import cycles
+def _module_graph(root: Path) -> dict[str, set[str]]:
+    """tfpipe module -> the tfpipe modules it imports, anywhere in its source
+    (function-level imports too: a lazy import only hides a cycle). `from pkg import
+    name` points at the submodule `pkg.name` when there is one, else at `pkg`. A
+    module's own package `__init__` is not an edge (Python imports it first anyway)."""
+    mods: dict[str, Path] = {}
+    for path in root.rglob("*.py"):
+        parts = ("tfpipe",) + path.relative_to(root).with_suffix("").parts
+        mods[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+
+    def known(name: str) -> str | None:
+        while name and name not in mods:
+            name = name.rpartition(".")[0]
+        return name or None
+
+    graph: dict[str, set[str]] = {}
+    for mod, path in mods.items():
+        package = mod if path.name == "__init__.py" else mod.rpartition(".")[0]
+        out: set[str | None] = set()
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Import):
+                out.update(known(a.name) for a in node.names if a.name.startswith("tfpipe"))
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:  # relative: from the package up
+                    up = package.split(".")[:len(package.split(".")) - node.level + 1]
+                    base = ".".join(up + ([base] if base else []))
+                if base == "tfpipe" or base.startswith("tfpipe."):
+                    out.update(f"{base}.{a.name}" if f"{base}.{a.name}" in mods else known(base)
+                               for a in node.names)
+        graph[mod] = {m for m in out if m is not None and m != mod}
+    return graph
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components with more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        for w in sorted(graph.get(v, ())):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                found.append(sorted(comp))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return found
+
+
+def test_cycle_checker_sees_a_lazy_cycle(tmp_path: Path) -> None:
+    fake = tmp_path / "tfpipe"
+    (fake / "pipeline").mkdir(parents=True)
+    (fake / "pipeline" / "__init__.py").write_text("from tfpipe.pipeline._a import f\n")
+    (fake / "pipeline" / "_a.py").write_text("def f():\n    from tfpipe.pipeline import _b\n")
+    (fake / "pipeline" / "_b.py").write_text("from tfpipe.pipeline._a import f\n")
+    (fake / "pipeline" / "_c.py").write_text("from . import _a\n")
+    assert _cycles(_module_graph(fake)) == [["tfpipe.pipeline._a", "tfpipe.pipeline._b"]]
+
+
+def test_no_import_cycles() -> None:
+    """No tfpipe module imports itself through others, at module or function level
+    (shared pieces live in their own modules: pipeline/_epochs, _caching,
+    _cardinality; export/_files; bench/_check_core)."""
+    cycles = _cycles(_module_graph(SRC))
+    assert not cycles, "import cycles:\n" + "\n".join(" <-> ".join(c) for c in cycles)

@@ -16,9 +16,9 @@ from typing import Any
 
 import numpy as np
 
-from tfpipe.bench.check import (STATEFUL_RULES, CheckResult, Context, _bits, _plain_count,
-                                check_epochs, check_memory, check_multiworker, diff_batches,
-                                take)
+from tfpipe.bench._check_core import (STATEFUL_RULES, CheckResult, Context, _bits,
+                                     _plain_count, check_epochs, check_memory,
+                                     check_multiworker, diff_batches, take)
 
 _SERIAL = ["pipeline.num_parallel_calls=1", "pipeline.deterministic=true"]
 # every row of a split, in file order: what the counting checks read

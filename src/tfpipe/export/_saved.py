@@ -21,53 +21,24 @@ import json
 import os
 import shutil
 import tempfile
-from dataclasses import dataclass, field
 from pathlib import Path
-from contextlib import contextmanager
-from typing import Any, Iterator, Sequence
+from typing import Any, Sequence
 
 import tensorflow as tf
 
 from tfpipe._version import __version__
-from tfpipe.errors import ConfigError, TfpipeError
+from tfpipe.errors import ConfigError
 from tfpipe.export import _inputs, _manifest
 from tfpipe.export import _serving_files as sf
+from tfpipe.export._files import (  # noqa: F401 - also this module's names
+    ExportError, ExportResult, _custom_ops, _load_model, _spec, save_for_serving,
+    signature_table, staged_version, write_serving_files)
 from tfpipe.pipeline.serving import EvalPreprocessing, class_names, eval_preprocessing
 
 INPUT_BYTES = "image_bytes"
 INPUT_IMAGE = "image"
 OUTPUT_NAMES = ("outputs", "probabilities", "class_ids", "classes", "scores")
 SIGNATURE_NAMES = ("serving_default", "preprocess", "predict_preprocessed")
-
-
-class ExportError(TfpipeError):
-    """The model or the export directory cannot be exported as asked."""
-
-
-@dataclass
-class ExportResult:
-    """Where everything went and what the signatures are."""
-
-    out_dir: str
-    model_name: str
-    version: int
-    version_dir: str
-    signatures: dict[str, dict[str, Any]]
-    class_names: list[str]
-    serving_files: dict[str, str] = field(default_factory=dict)
-    warmup_records: int = 0
-    batching: dict[str, Any] | None = None
-    tflite: dict[str, Any] | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        return {k: getattr(self, k) for k in (
-            "out_dir", "model_name", "version", "version_dir", "signatures", "class_names",
-            "serving_files", "warmup_records", "batching", "tflite")}
-
-
-def _spec(t: tf.TensorSpec | tf.Tensor) -> dict[str, Any]:
-    shape = [None if d is None else int(d) for d in t.shape.as_list()]
-    return {"dtype": t.dtype.name, "shape": shape}
 
 
 def _ends_in_softmax(model: Any) -> bool:
@@ -142,19 +113,6 @@ class ServingModule(tf.Module):
                 "predict_preprocessed": self.predict_preprocessed.get_concrete_function()}
 
 
-def _load_model(model: Any) -> Any:
-    if isinstance(model, (str, os.PathLike)):
-        path = Path(model)
-        if not path.exists():
-            raise ExportError(f"--model: {path} does not exist")
-        if path.suffix not in (".keras", ".h5"):
-            raise ExportError(f"--model: {path}: expected a Keras .keras/.h5 file")
-        import keras
-
-        return keras.models.load_model(str(path), compile=False)
-    return model
-
-
 def _check_model_input(model: Any, pre: EvalPreprocessing) -> None:
     """The model must take what the eval pipeline yields: [B, H, W, C] of its dtype."""
     inputs = getattr(model, "inputs", None)
@@ -166,38 +124,6 @@ def _check_model_input(model: Any, pre: EvalPreprocessing) -> None:
         raise ExportError(f"the model takes {shape}, the config's pipeline yields {want} "
                           "(data.image_size + data.channels); export with the config the "
                           "model was trained on")
-
-
-def signature_table(concrete: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    """name -> {"inputs": {name: spec}, "outputs": {name: spec}} of concrete functions."""
-    out = {}
-    for name, fn in concrete.items():
-        positional = fn.structured_input_signature[0]
-        args = fn.structured_input_signature[1] or {}
-        if not args and len(positional) == 1 and isinstance(positional[0], dict):
-            args = positional[0]  # one dict of named columns (tabular signatures)
-        elif not args:
-            args = {s.name: s for s in positional}
-        out[name] = {"inputs": {k: _spec(v) for k, v in args.items()},
-                     "outputs": {k: _spec(v) for k, v in fn.structured_outputs.items()}}
-    return out
-
-
-def _custom_ops(saved_model_pb: Path) -> list[str]:
-    """Op types in the SavedModel that stock TensorFlow does not register
-    (tfpipe's native kernels, any other custom op)."""
-    from tensorflow.core.protobuf import saved_model_pb2
-    from tensorflow.python.framework import op_def_registry
-
-    sm = saved_model_pb2.SavedModel.FromString(saved_model_pb.read_bytes())
-    ops: set[str] = set()
-    for mg in sm.meta_graphs:
-        ops.update(n.op for n in mg.graph_def.node)
-        for f in mg.graph_def.library.function:
-            ops.update(n.op for n in f.node_def)
-        fnames = {f.signature.name for f in mg.graph_def.library.function}
-    return sorted(o for o in ops if o.startswith("Tfpipe") or (
-        o not in fnames and op_def_registry.get(o) is None))
 
 
 def sample_images(image_size: tuple[int, int], n: int = 4) -> list[bytes]:
@@ -213,48 +139,6 @@ def sample_images(image_size: tuple[int, int], n: int = 4) -> list[bytes]:
                         ((xx + yy) * 128 // (h + w) + 64 * i) % 256], -1).astype(np.uint8)
         out.append(tf.io.encode_jpeg(img, quality=90).numpy())
     return out
-
-
-
-@contextmanager
-def staged_version(model_dir: Path, version: int, overwrite: bool) -> Iterator[Path]:
-    """A temporary directory beside `model_dir/version`, renamed to it when the block
-    succeeds and removed when it fails, so a half export never has a version's name."""
-    final = model_dir / str(version)
-    if final.exists():
-        if not overwrite:
-            raise ExportError(f"{final} exists; pick another --version or pass overwrite")
-        shutil.rmtree(final)
-    model_dir.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".tmp-{version}-", dir=model_dir))
-    try:
-        yield tmp
-        os.replace(tmp, final)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-
-
-def save_for_serving(module: tf.Module, concrete: dict[str, Any], tmp: Path) -> None:
-    """`tf.saved_model.save`, then refuse ops stock TensorFlow (TF Serving) lacks."""
-    tf.saved_model.save(module, str(tmp), signatures=concrete)
-    bad = _custom_ops(tmp / "saved_model.pb")
-    if bad:
-        raise ExportError(f"the serving graph uses ops stock TensorFlow does not have: "
-                          f"{bad}; TF Serving could not load it")
-
-
-def write_serving_files(out: Path, model_name: str, model_dir: Path, base_path: str | None,
-                        batching: Any) -> dict[str, str]:
-    """models.config + batching_parameters.txt (+ their manifest) in `out`."""
-    mc = out / sf.MODELS_CONFIG
-    mc.write_text(sf.models_config_text(model_name, base_path or str(model_dir.resolve())))
-    bp = out / sf.BATCHING_FILE
-    bp.write_text(batching.to_text())
-    _manifest.write_manifest(out, {"tool": "tfpipe", "tool_version": __version__,
-                                   "contents": "TF Serving files"},
-                             files=[sf.MODELS_CONFIG, sf.BATCHING_FILE])
-    return {"models_config": str(mc), "batching_parameters": str(bp)}
 
 
 def export_serving(config: Any, model: Any, out_dir: str | os.PathLike[str], version: int = 1,

@@ -103,7 +103,7 @@ def export_tabular(config: Any, model: Any, out_dir: str | os.PathLike[str], ver
                    base_path: str | None, overwrite: bool, warmup: int = 10) -> Any:
     """The tabular branch of `export_serving` (same layout; warm-up requests made of
     the first train rows)."""
-    from tfpipe.export._saved import (ExportResult, _load_model, save_for_serving,
+    from tfpipe.export._files import (ExportResult, _load_model, save_for_serving,
                                       signature_table, staged_version, write_serving_files)
 
     transforms = tabular_transforms(config)

@@ -234,7 +234,7 @@ class _Health:
     """Counts of transformed outputs: index histograms of lookup and bucketize outputs."""
 
     def __init__(self, specs: Sequence[Any], stats: Statistics) -> None:
-        from tfpipe.features import build_transforms
+        from tfpipe.features._transforms import build_transforms
 
         self.layer = build_transforms(list(specs), stats)
         self.specs = {s.name: s for s in specs}
@@ -263,7 +263,7 @@ class _Health:
 
 
 def _lookup_params(spec: Any) -> dict[str, Any]:
-    from tfpipe.features import PARAMS
+    from tfpipe.features._transforms import PARAMS
 
     params = dict(PARAMS[spec.kind])
     params.update(spec.params)

@@ -1,7 +1,7 @@
 """`build_pipeline`: config -> reproducible, fast `tf.data.Dataset` (docs/pipeline.md)."""
 
-from tfpipe.pipeline._build import (STAGES, batches_per_pass, build_pipeline, build_stages,
-                                    one_epoch_view, set_epoch, stream_offset)
+from tfpipe.pipeline._build import STAGES, batches_per_pass, build_stages
+from tfpipe.pipeline._pipeline import build_pipeline, one_epoch_view, set_epoch, stream_offset
 from tfpipe.pipeline._classify import device_spec, device_stage
 from tfpipe.pipeline._cluster import ClusterWorker, tf_config_worker, worker_shares
 from tfpipe.pipeline._labels import fix_text as label_fix_text

@@ -339,7 +339,7 @@ def guarded_map(ds: tf.data.Dataset, process: Callable[..., dict[str, tf.Tensor]
     registered under it, so two live iterators of one dataset never settle each
     other's; the pass's skips are counted under it too (`take_pass_skipped`).
     `on_failed(positions)`: called with the stream positions of the failed
-    elements as they are reported (the resume offset, `_build.stream_offset`).
+    elements as they are reported (the resume offset, `_pipeline.stream_offset`).
     Needs the map to keep order, so `deterministic=False` falls back to `isolate`;
     so does `raise`, because `ignore_errors()` would also swallow errors raised
     UPSTREAM of the map (e.g. framing damage), which `raise` must surface.

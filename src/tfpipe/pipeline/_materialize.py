@@ -258,6 +258,6 @@ def open_materialized(s: Settings, split: str, epoch: int, worker: tuple[int, in
         return served(tf.data.Dataset.choose_from_datasets(saved, choice,
                                                            stop_on_empty_dataset=True))
 
-    from tfpipe.pipeline._build import epochs_from
+    from tfpipe.pipeline._epochs import epochs_from
 
     return epochs_from(epoch, one_epoch)

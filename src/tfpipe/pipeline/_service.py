@@ -192,7 +192,7 @@ def record_positions(s: Settings, files: list[str], counts: list[int], epoch_see
     """[N] int64: the local pipeline's stream position of record (file k, record r)
     at `offset[k] + r`, for one epoch -- the read stage's interleave and the
     seeded shuffle replayed over record numbers only (no file is opened)."""
-    from tfpipe.pipeline._build import _shuffle
+    from tfpipe.pipeline._epochs import shuffle as _shuffle
     from tfpipe.pipeline._source import DEFAULT_CYCLE
 
     n = int(sum(counts))

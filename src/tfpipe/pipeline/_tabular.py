@@ -23,6 +23,7 @@ import tensorflow as tf
 
 from tfpipe import seeds
 from tfpipe.errors import ConfigError, InputError, TfpipeError
+from tfpipe.pipeline._epochs import TRAIN_SPLITS
 from tfpipe.pipeline._options import batch_parallelism, options
 from tfpipe.pipeline._settings import AUTOTUNE, Settings
 from tfpipe.pipeline._source import Source, read_serialized, worker_files
@@ -33,7 +34,6 @@ if TYPE_CHECKING:
 
 # tfpipe.features (Keras, pyarrow) loads when a tabular config is built, so that
 # `import tfpipe.pipeline` for images stays as light as it was
-TRAIN_SPLITS = ("train",)
 # Records parsed and transformed per call (a whole number of batches): each call
 # opens a few datasets (the error guard: `Tabular.guarded`), ~3 ms a call on a
 # loaded 2-core host, and parse_example / the lookups run more cheaply on more rows
@@ -223,7 +223,7 @@ class Tabular:
         train = self.split in TRAIN_SPLITS
         ds = records
         if train and s.shuffle_buffer > 1:
-            from tfpipe.pipeline._build import _shuffle  # the image path's seeded shuffle
+            from tfpipe.pipeline._epochs import shuffle as _shuffle  # the image path's
 
             ds = _shuffle(ds, s.shuffle_buffer, seeds.epoch_seed(seeds.global_seed(s.seed), epoch))
         if not (isinstance(step, int) and step == 0):  # skipped records are never parsed
@@ -245,7 +245,7 @@ class Tabular:
         return ds.rebatch(s.batch_size, drop_remainder=drop)
 
     def batches(self) -> int | None:
-        from tfpipe.pipeline._build import _batches
+        from tfpipe.pipeline._cardinality import batches as _batches
 
         src = Source(self.files, self.compression, None, None)  # type: ignore[arg-type]
         return _batches(self.s, self.split, src, self.my_files, self.worker)
@@ -267,7 +267,7 @@ def _cache(ds: tf.data.Dataset, s: Settings, t: Tabular, what: str) -> tf.data.D
         return ds
     if s.cache == "memory":
         return ds.cache()
-    from tfpipe.pipeline._build import _cache_path
+    from tfpipe.pipeline._caching import cache_path as _cache_path
 
     # the transforms' statistics hash and the config's columns key a transformed cache
     tag = f"{t.transforms.stats_sha256 or 'nostats'}-{hash_features(s)}"[:40]
@@ -285,7 +285,9 @@ def hash_features(s: Settings) -> str:
 def build(s: Settings, split: str, epoch: int, worker: tuple[int, int], step: int
           ) -> tf.data.Dataset:
     """`build_pipeline` for a config with a `features:` section (see module doc)."""
-    from tfpipe.pipeline._build import _declare, _pass_report, epochs_from
+    from tfpipe.pipeline._cardinality import declare as _declare
+    from tfpipe.pipeline._cardinality import pass_report as _pass_report
+    from tfpipe.pipeline._epochs import epochs_from
     from tfpipe.pipeline._errors import new_iteration
 
     t = Tabular(s, split, worker)
