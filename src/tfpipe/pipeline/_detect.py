@@ -35,9 +35,9 @@ from tfpipe.pipeline._pixel_stage import KEYS, PixelStage, check_pixel_stage
 from tfpipe.pipeline._plan import SampleSeeds
 from tfpipe.pipeline._settings import Settings
 from tfpipe.pipeline._source import IMAGE_KEY
+from tfpipe.pipeline._tasks import TASKS
 from tfpipe.pipeline.fast import normalizer
 
-_BATCH_OPS = ("mosaic", "mixup")
 Batch = dict[str, tf.Tensor]
 
 
@@ -57,9 +57,10 @@ class Detect:
         self.pixel = s.active("pixel") if train else []
         self.batch_ops = s.active("batch") if train else []
         for op in self.batch_ops:
-            if op.name not in _BATCH_OPS:
+            allowed = TASKS["detection"].batch_ops
+            if op.name not in allowed:
                 raise ConfigError(f"augment.batch.{op.name}: not a detection op; allowed: "
-                                  "mosaic, mixup (detection mixup keeps both box sets)")
+                                  f"{', '.join(allowed)} (detection mixup keeps both box sets)")
         self.augmenting = bool(self.geometry or self.pixel or self.batch_ops)
         self.seeds = SampleSeeds(epoch_seed, worker, workers, s.batch_size)
         self.l3_stage = PixelStage(self.pixel, s.mean, s.std, s.output_dtype)

@@ -101,6 +101,8 @@ class Task:
       range is checked at build time; `tfpipe check` scans them);
     - `targets(settings, batch)`: the target keys of an output batch and their
       shapes (`tfpipe check`), beside `image` (and `label` when `labels`);
+    - `batch_ops`: the L4 ops its builder runs (the config rules refuse the others
+      per task where they can; the builder names these when it meets another);
     - `block_path`: whole blocks of records may become batches (`_block`);
     - `serving`: `pipeline.serving` / `tfpipe export` build its serving graph;
     - `rules`: its row of `tfpipe.config.TASK_RULES` (ops, pixel_stage device).
@@ -113,6 +115,7 @@ class Task:
     supervised: Callable[[Element], tuple[Any, Any]] = _image_targets
     labels: bool = False
     targets: Callable[[Any, int], dict[str, list[int]]] = _no_targets
+    batch_ops: tuple[str, ...] = ()
     block_path: bool = False
     serving: bool = False
     rules: TaskRules = field(default_factory=lambda: TaskRules("tabular"))
@@ -139,9 +142,10 @@ def _resolve(name: str) -> Any:
 #: data.task -> its entry (the image tasks); `task_of` also knows tabular.
 TASKS: dict[str, Task] = {t.name: t for t in (
     Task("classification", builder="_classify:Classify", supervised=_image_label,
-         labels=True, block_path=True, serving=True, rules=TASK_RULES["classification"]),
+         labels=True, batch_ops=("mixup", "cutmix"), block_path=True, serving=True,
+         rules=TASK_RULES["classification"]),
     Task("detection", builder="_detect:Detect", required_keys=(IMAGE_KEY, *BOX_KEYS),
-         targets=_box_targets, rules=TASK_RULES["detection"]),
+         targets=_box_targets, batch_ops=("mosaic", "mixup"), rules=TASK_RULES["detection"]),
 )}
 
 #: A config with a `features:` section: tables, (features, label) batches (docs/tabular.md).
