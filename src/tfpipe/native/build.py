@@ -16,9 +16,10 @@ looks:
    forbids that).
 
 `<key>` hashes what the binary depends on: the TensorFlow version, its
-compile/link flags, tfpipe's own flags, the machine type, every source
-file's bytes and the generated header (`generated()`: pixel.cc's op enum from
-the colour-chain table, `tfpipe.native.chain_ops`). An upgraded TensorFlow or an edited kernel therefore never loads
+compile/link flags, tfpipe's own flags, the machine type, every source and
+header file's bytes (native/*.cc, *.h) and the generated header
+(`generated()`: pixel.cc's op enum from the colour-chain table,
+`tfpipe.native.chain_ops`). An upgraded TensorFlow or an edited kernel never loads
 an old library: it is simply not found, and a new one is built.
 
 A cache build runs under an exclusive `fcntl.flock` on `<cache>/tf...-<key>/.lock`,
@@ -76,6 +77,11 @@ def sources(root: Path | None = None) -> list[Path]:
     return sorted((root or HERE).glob("*.cc"))
 
 
+def headers(root: Path | None = None) -> list[Path]:
+    """The headers the sources include (package data: native/*.h; common.h)."""
+    return sorted((root or HERE).glob("*.h"))
+
+
 def generated() -> dict[str, str]:
     """The headers the build writes beside its translation unit, name -> text:
     `tfpipe_chain_ops.h`, pixel.cc's op enum, from the one colour-chain op table
@@ -102,7 +108,7 @@ def tf_flags() -> tuple[list[str], list[str]]:
 
 def cache_key() -> str:
     """16 hex digits of sha256(recipe, TF version and flags, our flags, machine,
-    every source's name and bytes, every generated header)."""
+    every source's and header's name and bytes, every generated header)."""
     import tensorflow as tf
 
     cflags, lflags = tf_flags()
@@ -110,7 +116,7 @@ def cache_key() -> str:
     for part in (_RECIPE, tf.__version__, platform.machine(), *FLAGS, "|", *cflags, "|",
                  *lflags):
         h.update(part.encode() + b"\0")
-    for src in sources():
+    for src in [*sources(), *headers()]:
         h.update(src.name.encode() + b"\0" + src.read_bytes() + b"\0")
     for name, text in sorted(generated().items()):
         h.update(name.encode() + b"\0" + text.encode() + b"\0")
