@@ -18,8 +18,8 @@ venv: $(VENV)/.installed
 
 # The native kernels are required for testing: a broken C++ build must fail here,
 # not turn into skipped tests. Ahead of time, next to the package (a pip-installed
-# tfpipe builds them on first use instead); rebuilt only when a .cc, TF or the
-# flags change (their hash is in the library's name).
+# tfpipe builds them on first use instead); rebuilt only when a .cc or .h, the
+# colour-chain op table, TF or the flags change (their hash is in the library's name).
 native: venv
 	@$(PY) -m tfpipe.native build || { \
 	  echo "make: the tfpipe native kernels did not build; the compiler error is above."; \

@@ -153,9 +153,10 @@ def venv(tmp_path_factory):
                _env(PIP_DISABLE_PIP_VERSION_CHECK="1"))
     assert pip.returncode == 0, pip.stdout + pip.stderr
     package = purelib / "tfpipe"
-    assert sorted(p.name for p in (package / "native").glob("*.cc")) == \
-        sorted(p.name for p in (REPO / "src/tfpipe/native").glob("*.cc")), \
-        "the wheel must ship every kernel source (pyproject package-data)"
+    for pattern in ("*.cc", "*.h"):
+        assert sorted(p.name for p in (package / "native").glob(pattern)) == \
+            sorted(p.name for p in (REPO / "src/tfpipe/native").glob(pattern)), \
+            f"the wheel must ship every kernel source, {pattern} (pyproject package-data)"
     assert not list((package / "native").glob("*.so"))
     for p in [package, *package.rglob("*")]:
         p.chmod(p.stat().st_mode & ~(stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH))
@@ -276,6 +277,10 @@ def test_cache_location_and_key(monkeypatch, tmp_path):
     (copy / "ops.cc").write_text((copy / "ops.cc").read_text() + "\n// edited\n")
     edited = build.cache_key()
     assert edited != key
+    # so is an edited shared header (common.h: not compiled itself, included by them)
+    (copy / "common.h").write_text((copy / "common.h").read_text() + "\n// edited\n")
+    assert build.cache_key() not in (key, edited)
+    edited = build.cache_key()
     # so are other compiler flags
     monkeypatch.setattr(build, "FLAGS", (*build.FLAGS, "-DTFPIPE_OTHER"))
     assert build.cache_key() not in (key, edited)

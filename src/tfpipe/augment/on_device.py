@@ -45,6 +45,7 @@ from tfpipe.augment import color as _color
 from tfpipe.augment import pixel as _pixel
 from tfpipe.augment import policies as _policies
 from tfpipe.errors import ConfigError
+from tfpipe.native import chain_ops as _chain_ops
 
 __all__ = ["DeviceSpec", "DeviceStage", "OnDevice", "apply_on_device", "augment_batch",
            "color_chain", "pixel_function", "select_rows", "gated", "FEATURE_KEYS", "CHAIN_OPS"]
@@ -54,10 +55,8 @@ ENABLED = "augment_enabled"
 PIXEL_PARAMS, PIXEL_APPLY, PIXEL_SEEDS = "pixel_params", "pixel_apply", "pixel_seeds"
 FEATURE_KEYS = (IMAGE, ENABLED, PIXEL_PARAMS, PIXEL_APPLY, PIXEL_SEEDS, "mixup_perm",
                 "mixup_lambda", "cutmix_perm", "cutmix_boxes", "cutmix_weight")
-#: ops of a scalar-parameter colour chain -> their kernel in tfpipe.augment.color
-CHAIN_OPS: dict[str, str] = {"brightness": "adjust_brightness", "contrast": "adjust_contrast",
-                             "saturation": "adjust_saturation", "hue": "adjust_hue",
-                             "gamma": "adjust_gamma"}
+#: the ops of a scalar-parameter colour chain (the one table: tfpipe.native.chain_ops)
+CHAIN_OPS: tuple[str, ...] = _chain_ops.CHAIN_OPS
 _MODULES = (_color, _pixel, _policies)
 
 
@@ -78,7 +77,7 @@ def color_chain(x: tf.Tensor, params: tf.Tensor, apply: tf.Tensor, ops: Sequence
     y = tf.cast(x, tf.float32)
     y = y * (1.0 / 255.0) if to_float else _color.Levels(y)
     for j, name in enumerate(ops):
-        out = getattr(_color, CHAIN_OPS[name])(y, params[:, j])
+        out = getattr(_color, _chain_ops.kernel(name))(y, params[:, j])
         if gated_ops[j]:
             if to_float:
                 out = _color.maybe_apply(apply[:, j], out, y)

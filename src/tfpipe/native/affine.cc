@@ -43,6 +43,8 @@
 #include "tensorflow/core/framework/shape_inference.h"
 #include "tensorflow/core/util/work_sharder.h"
 
+#include "common.h"  // Philox seeding, uint8 rounding (shared with the other kernels)
+
 using namespace tensorflow;  // NOLINT(build/namespaces)
 
 REGISTER_OP("TfpipeAffineWarp")
@@ -125,14 +127,7 @@ template <>
 inline float FromFloat<float>(float v) { return v; }
 template <>
 inline uint8_t FromFloat<uint8_t>(float v) {
-  // tf.round (half to even) then saturate_cast (clamp to [0, 255]; NaN -> 0).
-  // Clamping first does not change the result, and on [0, 255] adding and
-  // subtracting 2^23 rounds half to even in the default rounding mode -- an
-  // inline nearbyintf (which is a libm call without SSE4.1).
-  if (!(v > 0.0f)) return 0;
-  if (v >= 255.0f) return 255;
-  constexpr float kMagic = 8388608.0f;  // not folded: no -ffast-math
-  return static_cast<uint8_t>((v + kMagic) - kMagic);
+  return tfpipe_common::RoundSaturateU8(v);  // tf.round then saturate_cast; NaN -> 0
 }
 
 // Coordinates far outside the image must not overflow the int conversion; any
@@ -181,10 +176,8 @@ inline void Load3x2(const float* p, __m128* left, __m128* right) {  // p + 7 ins
 }
 
 inline void Store3(uint8_t* out, __m128 v) {
-  // FromFloat<uint8_t> on 4 lanes: max(v, 0) maps NaN to 0 as well.
-  v = _mm_min_ps(_mm_max_ps(v, _mm_setzero_ps()), _mm_set1_ps(255.0f));
-  const __m128 magic = _mm_set1_ps(8388608.0f);
-  __m128i i = _mm_cvttps_epi32(_mm_sub_ps(_mm_add_ps(v, magic), magic));
+  // FromFloat<uint8_t> on 4 lanes (NaN -> 0 as well)
+  __m128i i = _mm_cvttps_epi32(tfpipe_common::RoundSaturate4(v));
   i = _mm_packus_epi16(_mm_packs_epi32(i, i), i);
   const uint32_t u = static_cast<uint32_t>(_mm_cvtsi128_si32(i));
   out[0] = static_cast<uint8_t>(u);
@@ -246,10 +239,8 @@ inline __m128 Gather4(const float* img, int64_t row, const int32_t* x0s, const i
   return _mm_setr_ps(at(0), at(1), at(2), at(3));
 }
 inline void Store1x4(__m128 v, uint8_t* out) {
-  // FromFloat<uint8_t> per lane: max(v, 0) maps NaN to 0 as well
-  v = _mm_min_ps(_mm_max_ps(v, _mm_setzero_ps()), _mm_set1_ps(255.0f));
-  const __m128 magic = _mm_set1_ps(8388608.0f);
-  __m128i i = _mm_cvttps_epi32(_mm_sub_ps(_mm_add_ps(v, magic), magic));
+  // FromFloat<uint8_t> per lane (NaN -> 0 as well)
+  __m128i i = _mm_cvttps_epi32(tfpipe_common::RoundSaturate4(v));
   i = _mm_packus_epi16(_mm_packs_epi32(i, i), i);
   const uint32_t u = static_cast<uint32_t>(_mm_cvtsi128_si32(i));
   std::memcpy(out, &u, 4);

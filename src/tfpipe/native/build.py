@@ -16,8 +16,10 @@ looks:
    forbids that).
 
 `<key>` hashes what the binary depends on: the TensorFlow version, its
-compile/link flags, tfpipe's own flags, the machine type and every source
-file's bytes. An upgraded TensorFlow or an edited kernel therefore never loads
+compile/link flags, tfpipe's own flags, the machine type, every source and
+header file's bytes (native/*.cc, *.h) and the generated header
+(`generated()`: pixel.cc's op enum from the colour-chain table,
+`tfpipe.native.chain_ops`). An upgraded TensorFlow or an edited kernel never loads
 an old library: it is simply not found, and a new one is built.
 
 A cache build runs under an exclusive `fcntl.flock` on `<cache>/tf...-<key>/.lock`,
@@ -75,6 +77,21 @@ def sources(root: Path | None = None) -> list[Path]:
     return sorted((root or HERE).glob("*.cc"))
 
 
+def headers(root: Path | None = None) -> list[Path]:
+    """The headers the sources include (package data: native/*.h; common.h)."""
+    return sorted((root or HERE).glob("*.h"))
+
+
+def generated() -> dict[str, str]:
+    """The headers the build writes beside its translation unit, name -> text:
+    `tfpipe_chain_ops.h`, pixel.cc's op enum, from the one colour-chain op table
+    (`tfpipe.native.chain_ops`). Generated, never in the source tree, so it cannot
+    drift from the table."""
+    from tfpipe.native import chain_ops
+
+    return {"tfpipe_chain_ops.h": chain_ops.header()}
+
+
 def build_allowed() -> bool:
     """False when `TFPIPE_NATIVE_BUILD` is 0/false/off/no: use a prebuilt library or
     the fallback, never compile at run time."""
@@ -91,7 +108,7 @@ def tf_flags() -> tuple[list[str], list[str]]:
 
 def cache_key() -> str:
     """16 hex digits of sha256(recipe, TF version and flags, our flags, machine,
-    every source's name and bytes)."""
+    every source's and header's name and bytes, every generated header)."""
     import tensorflow as tf
 
     cflags, lflags = tf_flags()
@@ -99,8 +116,10 @@ def cache_key() -> str:
     for part in (_RECIPE, tf.__version__, platform.machine(), *FLAGS, "|", *cflags, "|",
                  *lflags):
         h.update(part.encode() + b"\0")
-    for src in sources():
+    for src in [*sources(), *headers()]:
         h.update(src.name.encode() + b"\0" + src.read_bytes() + b"\0")
+    for name, text in sorted(generated().items()):
+        h.update(name.encode() + b"\0" + text.encode() + b"\0")
     return h.hexdigest()[:16]
 
 
@@ -173,10 +192,11 @@ def _compiler_identity(cxx: list[str]) -> dict[str, object]:
 
 
 def command(out: Path, unity: Path, cxx: list[str]) -> list[str]:
-    """Compile the one translation unit `unity` (it #includes every source) and link
-    it into `out`."""
+    """Compile the one translation unit `unity` (it #includes every source; the
+    generated headers lie beside it) and link it into `out`."""
     cflags, lflags = tf_flags()
-    return [*cxx, *FLAGS, "-shared", str(unity), "-o", str(out), *cflags, *lflags]
+    return [*cxx, *FLAGS, "-iquote", str(unity.parent), "-shared", str(unity), "-o", str(out),
+            *cflags, *lflags]
 
 
 def _summary(stderr: str, lines: int = 3) -> str:
@@ -205,6 +225,8 @@ def compile_into(target: Path, logfile: Path, verbose: bool = False) -> float:
         # clash between two of them fails this compile (and `make test`), never
         # silently. Same flags, so the same float operations: same bits.
         unity = workdir / "_tfpipe_ops_all.cc"
+        for name, text in generated().items():
+            (workdir / name).write_text(text, encoding="utf-8")
         unity.write_text("".join(f'#include "{src}"\n' for src in sources()))
         cmd = command(out, unity, cxx)
         if verbose:

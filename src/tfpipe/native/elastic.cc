@@ -36,6 +36,8 @@
 #include "tensorflow/core/lib/random/philox_random.h"
 #include "tensorflow/core/lib/random/random_distributions.h"
 
+#include "common.h"  // Philox seeding, uint8 rounding (shared with the other kernels)
+
 namespace tfpipe_elastic {
 
 using tensorflow::OpKernel;
@@ -44,7 +46,8 @@ using tensorflow::OpKernelContext;
 using tensorflow::Tensor;
 using tensorflow::TensorShape;
 using tensorflow::errors::InvalidArgument;
-using Philox = tensorflow::random::PhiloxRandom;
+using Philox = tfpipe_common::Philox;
+using tfpipe_common::PhiloxFromSeed;
 using Uniform = tensorflow::random::UniformDistribution<Philox, float>;
 
 REGISTER_OP("TfpipeElasticNoiseBlur")
@@ -79,30 +82,6 @@ REGISTER_OP("TfpipeElasticRemap")
 out(y, x) = image(y + field[y, x, 1], x + field[y, x, 0]), sampled like
 tfpipe.augment.geometry.remap.
 )doc");
-
-// TF's GenerateKey (core/kernels/stateless_random_ops.cc) / _philox_scramble_seed.
-inline Philox FromSeed(int64_t s0, int64_t s1) {
-  const uint64_t a = static_cast<uint64_t>(s0), b = static_cast<uint64_t>(s1);
-  Philox::ResultType ctr;
-  ctr[0] = static_cast<uint32_t>(a);
-  ctr[1] = static_cast<uint32_t>(a >> 32);
-  ctr[2] = static_cast<uint32_t>(b);
-  ctr[3] = static_cast<uint32_t>(b >> 32);
-  Philox::Key scramble;
-  scramble[0] = 0x3ec8f720u;
-  scramble[1] = 0x02461e29u;
-  Philox mixer(ctr, scramble);
-  const Philox::ResultType mix = mixer();
-  Philox::Key key;
-  key[0] = mix[0];
-  key[1] = mix[1];
-  Philox::ResultType counter;
-  counter[0] = 0;
-  counter[1] = 0;
-  counter[2] = mix[2];
-  counter[3] = mix[3];
-  return Philox(counter, key);
-}
 
 // dst[e] = src[e] * t_0, then dst[e] = dst[e] + src[e + k * stride] * t_k for
 // k = 1..n-1 (every product and sum rounded to float32, in that order), e < count.
@@ -164,7 +143,7 @@ class NoiseBlurOp : public OpKernel {
     // noise [H, W, 2], the twin's element order
     const int64_t total = H * W * 2;
     std::vector<float> noise(total);
-    Philox gen = FromSeed(seed.flat<int64_t>()(0), seed.flat<int64_t>()(1));
+    Philox gen = PhiloxFromSeed(seed.flat<int64_t>()(0), seed.flat<int64_t>()(1));
     Uniform uniform;
     const float range = 1.0f - (-1.0f), lo = -1.0f;
     for (int64_t j = 0; j < total; j += Uniform::kResultElementCount) {
@@ -332,12 +311,9 @@ class RemapOp : public OpKernel {
   }
   static inline __m128 Load3(const float* p) { return _mm_setr_ps(p[0], p[1], p[2], 0.0f); }
   static inline void Store3(__m128 v, uint8_t* o) {
-    // Store(): round half to even then clamp to [0, 255]; clamping first gives
-    // the same bytes, and on [0, 255] (x + 2^23) - 2^23 rounds half to even
-    v = _mm_min_ps(_mm_max_ps(v, _mm_setzero_ps()), _mm_set1_ps(255.0f));
-    const __m128 magic = _mm_set1_ps(8388608.0f);
+    // Store() on 4 lanes
     alignas(16) float r[4];
-    _mm_store_ps(r, _mm_sub_ps(_mm_add_ps(v, magic), magic));
+    _mm_store_ps(r, tfpipe_common::RoundSaturate4(v));
     o[0] = static_cast<uint8_t>(r[0]);
     o[1] = static_cast<uint8_t>(r[1]);
     o[2] = static_cast<uint8_t>(r[2]);
@@ -358,13 +334,7 @@ class RemapOp : public OpKernel {
 
   static T Store(float v) {
     if constexpr (std::is_same<T, uint8_t>::value) {
-      // tf.round (half to even) then saturate_cast: clamping first gives the same
-      // bytes, and on [0, 255] (v + 2^23) - 2^23 rounds half to even (an inline
-      // nearbyint, which is a libm call without SSE4.1)
-      if (!(v > 0.0f)) return 0;
-      if (v >= 255.0f) return 255;
-      constexpr float kMagic = 8388608.0f;
-      return static_cast<uint8_t>((v + kMagic) - kMagic);
+      return tfpipe_common::RoundSaturateU8(v);  // tf.round then saturate_cast
     } else {
       return v;
     }

@@ -37,6 +37,8 @@
 #include "tensorflow/core/framework/shape_inference.h"
 #include "tensorflow/core/util/work_sharder.h"
 
+#include "common.h"  // Philox seeding, uint8 rounding (shared with the other kernels)
+
 REGISTER_OP("TfpipeMosaic")
     .Input("images: dtype")
     .Input("partners: int32")
@@ -74,11 +76,7 @@ template <>
 inline float Fill<float>(float v) { return v; }
 template <>
 inline uint8_t Fill<uint8_t>(float v) {
-  // round half to even, saturate (tf.saturate_cast(tf.round(v), uint8))
-  if (!(v > 0.0f)) return 0;
-  if (v >= 255.0f) return 255;
-  constexpr float kMagic = 8388608.0f;
-  return static_cast<uint8_t>((v + kMagic) - kMagic);
+  return tfpipe_common::RoundSaturateU8(v);  // tf.saturate_cast(tf.round(v), uint8)
 }
 
 // One channel value from four taps: the documented formula.

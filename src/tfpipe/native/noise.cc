@@ -55,6 +55,8 @@
 #include "tensorflow/core/lib/random/philox_random.h"
 #include "tensorflow/core/util/work_sharder.h"
 
+#include "common.h"  // Philox seeding, uint8 rounding (shared with the other kernels)
+
 namespace tfpipe_noise {
 
 using tensorflow::OpKernel;
@@ -62,7 +64,8 @@ using tensorflow::OpKernelConstruction;
 using tensorflow::OpKernelContext;
 using tensorflow::Tensor;
 using tensorflow::errors::InvalidArgument;
-using Philox = tensorflow::random::PhiloxRandom;
+using Philox = tfpipe_common::Philox;
+using tfpipe_common::PhiloxFromSeed;
 
 constexpr int64_t kKnots = 31 * 64 + 1;  // knot 1984 (f = 2^31) is the last one reached
 constexpr int64_t kTableRows = kKnots + 1;
@@ -92,39 +95,15 @@ CDF `table` [1986, 2]) where apply[i], else is copied.
 kind gaussian: x + stddev * scale * n; speckle: x + x * (stddev * n).
 )doc");
 
-// TF's GenerateKey (core/kernels/stateless_random_ops.cc) / _philox_scramble_seed.
-inline Philox FromSeed(int64_t s0, int64_t s1) {
-  const uint64_t a = static_cast<uint64_t>(s0), b = static_cast<uint64_t>(s1);
-  Philox::ResultType ctr;
-  ctr[0] = static_cast<uint32_t>(a);
-  ctr[1] = static_cast<uint32_t>(a >> 32);
-  ctr[2] = static_cast<uint32_t>(b);
-  ctr[3] = static_cast<uint32_t>(b >> 32);
-  Philox::Key scramble;
-  scramble[0] = 0x3ec8f720u;
-  scramble[1] = 0x02461e29u;
-  Philox mixer(ctr, scramble);
-  const Philox::ResultType mix = mixer();
-  Philox::Key key;
-  key[0] = mix[0];
-  key[1] = mix[1];
-  Philox::ResultType counter;
-  counter[0] = 0;
-  counter[1] = 0;
-  counter[2] = mix[2];
-  counter[3] = mix[3];
-  return Philox(counter, key);
-}
-
 // Key and counter words of an image's generator: block q (elements 4q..4q+3) is
-// Philox4x32-10 of the counter (q, 0, c2, c3) -- FromSeed's counter advanced q
+// Philox4x32-10 of the counter (q, 0, c2, c3) -- PhiloxFromSeed's counter advanced q
 // times (q < 2^32: no carry out of word 0 for images below 2^34 elements).
 struct Stream {
   uint32_t k0, k1, c2, c3;
 };
 
 inline Stream StreamOf(int64_t s0, int64_t s1) {
-  Philox gen = FromSeed(s0, s1);
+  Philox gen = PhiloxFromSeed(s0, s1);
   return {gen.key()[0], gen.key()[1], gen.counter()[2], gen.counter()[3]};
 }
 
@@ -206,10 +185,7 @@ inline void Normals16(const Stream& st, uint32_t q, const float* table, float* z
 }
 
 inline float Restore(float v, bool u8) {
-  if (u8) {
-    v = std::nearbyint(v);  // tf.round: half to even (default rounding mode)
-    return v < 0.0f ? 0.0f : (v > 255.0f ? 255.0f : v);
-  }
+  if (u8) return tfpipe_common::RoundSaturateU8(v);  // tf.round, then the clip
   return v < 0.0f ? 0.0f : (v > 1.0f ? 1.0f : v);
 }
 

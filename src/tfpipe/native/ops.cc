@@ -33,6 +33,8 @@
 #include "tensorflow/core/framework/op_kernel.h"
 #include "tensorflow/core/framework/shape_inference.h"
 
+#include "common.h"  // Philox seeding, uint8 rounding (shared with the other kernels)
+
 using namespace tensorflow;  // NOLINT(build/namespaces)
 
 REGISTER_OP("TfpipeResizeBilinearU8")
@@ -174,21 +176,15 @@ TFPIPE_BODY void LerpXScalar(const float* __restrict tmp, const XTaps& xs,
   }
 }
 
-inline uint8_t RoundSaturate(float v) {
-  // Round to nearest, ties to even (= tf.round) without a libm call: adding and
-  // subtracting 1.5 * 2^23 leaves the integer part rounded by the FPU's default
-  // mode, exact for |v| < 2^22 (our values are in [0, 255]: a lerp of two
-  // values in [0, 255] with t in [0, 1) stays between them). Kept by the
-  // compiler because we build without -ffast-math. The SIMD loops'
-  // cvtps2dq + saturating packs give the same bytes on that range.
-  const float r = (v + 12582912.0f) - 12582912.0f;
-  return static_cast<uint8_t>(static_cast<int>(r < 0.f ? 0.f : (r > 255.f ? 255.f : r)));
-}
-
-// Lerp along y and round/saturate: TF's `top + (bottom - top) * y_lerp`.
+// Lerp along y and round/saturate: TF's `top + (bottom - top) * y_lerp`, rounded
+// half to even (= tf.round) and saturated (common.h; the values are in [0, 255]: a
+// lerp of two values in [0, 255] with t in [0, 1) stays between them). The SIMD
+// loops' cvtps2dq + saturating packs give the same bytes on that range.
 TFPIPE_BODY void LerpYScalar(const float* __restrict top, const float* __restrict bot, float t,
                              int64_t begin, int64_t n, uint8_t* __restrict out) {
-  for (int64_t i = begin; i < n; ++i) out[i] = RoundSaturate(top[i] + (bot[i] - top[i]) * t);
+  for (int64_t i = begin; i < n; ++i) {
+    out[i] = tfpipe_common::RoundSaturateU8(top[i] + (bot[i] - top[i]) * t);
+  }
 }
 
 #ifdef TFPIPE_DISPATCH

@@ -13,8 +13,7 @@ from collections.abc import Sequence
 import tensorflow as tf
 
 from tfpipe import native
-
-OPS = ("brightness", "contrast", "saturation")
+from tfpipe.native.chain_ops import NATIVE_OPS
 
 
 def available() -> bool:
@@ -23,8 +22,9 @@ def available() -> bool:
 
 
 def usable(ops: Sequence[str]) -> bool:
-    """Whether `pixel_chain` serves this op list right now (hue/gamma are plain TF)."""
-    return all(op in OPS for op in ops) and available()
+    """Whether `pixel_chain` serves this op list right now (only the table's native
+    ops: `tfpipe.native.chain_ops`; the others run plain TF)."""
+    return all(op in NATIVE_OPS for op in ops) and available()
 
 
 def pixel_chain(images: tf.Tensor, params: tf.Tensor, apply: tf.Tensor, ops: Sequence[str],
@@ -36,9 +36,9 @@ def pixel_chain(images: tf.Tensor, params: tf.Tensor, apply: tf.Tensor, ops: Seq
     params/apply: [B, len(ops)]; apply only matters where `gated` (p < 1).
     Returns float32 when to_float or normalize, else uint8. Requires `available()`.
     """
-    bad = [op for op in ops if op not in OPS]
+    bad = [op for op in ops if op not in NATIVE_OPS]
     if bad:
-        raise ValueError(f"pixel_chain: ops must be in {list(OPS)}, got {bad}")
+        raise ValueError(f"pixel_chain: ops must be in {list(NATIVE_OPS)}, got {bad}")
     if not available():
         raise native.unavailable("pixel chain", "pixel.cc")
     images = tf.convert_to_tensor(images)

@@ -1,23 +1,25 @@
 """Fused batched L3: per-sample parameters, one pass over the batch, same bits on every host.
 
-The colour ops whose parameters are a scalar per sample (brightness, contrast,
-saturation, hue, gamma) are split the albumentations way: every sample's
-parameters are drawn from its own seed with the `tfpipe.augment.color`
-samplers (exactly the draws `random_<op>(image, seed, ..., p)` makes: the same
-seed split, the same p-coin) -- for classification at batch time, all rows at
-once (`PixelStage.inputs`), for detection per sample (`sample`) -- and the
-batch map applies the pure kernels `adjust_<op>(images, params[B])` in config
-order, then `normalize`.
+The colour ops whose parameters are a scalar per sample (the one table,
+`tfpipe.native.chain_ops`: brightness, contrast, saturation, hue, gamma) are
+split the albumentations way: every sample's parameters are drawn from its own
+seed with the `tfpipe.augment.color` samplers (exactly the draws
+`random_<op>(image, seed, ..., p)` makes: the same seed split, the same
+p-coin) -- for classification at batch time, all rows at once
+(`PixelStage.inputs`), for detection per sample (`sample`) -- and the batch
+map applies the pure kernels `adjust_<op>(images, params[B])` in config order,
+then `normalize`.
 
-How: with the native library, a chain of brightness / contrast / saturation (+
-normalize) is ONE native op (`tfpipe.native.pixel`, pixel.cc), parallel over
-the images of the batch. Without it, or when the chain has hue or gamma, the
-same kernels run as plain TF ops. Both give the same bits (tests/native), and
-neither depends on the host's instruction set or thread count: no XLA (its CPU
-backend picks vector width and FMA contraction per host, and did change the
-bytes between AVX-512, AVX2 and SSE4.2 hosts), no oneDNN matmul/convolution,
-every channel mean in a fixed order (exact integer sum for uint8 levels, the
-pairwise tree `color._pairwise_sum` for float32). tests/pipeline/
+How: with the native library, a chain of the table's native ops (brightness,
+contrast, saturation) + normalize is ONE native op (`tfpipe.native.pixel`,
+pixel.cc), parallel over the images of the batch. Without it, or when the
+chain has another op (hue, gamma), the same kernels run as plain TF ops. Both
+give the same bits (tests/native), and neither depends on the host's
+instruction set or thread count: no XLA (its CPU backend picks vector width
+and FMA contraction per host, and did change the bytes between AVX-512, AVX2
+and SSE4.2 hosts), no oneDNN matmul/convolution, every channel mean in a fixed
+order (exact integer sum for uint8 levels, the pairwise tree
+`color._pairwise_sum` for float32). tests/pipeline/
 test_host_independence.py runs the presets as narrower hosts would.
 """
 
@@ -29,17 +31,14 @@ import tensorflow as tf
 
 from tfpipe.augment import color
 from tfpipe.augment.on_device import color_chain
+from tfpipe.native import chain_ops
 from tfpipe.native import pixel as native_pixel
 from tfpipe.pipeline._settings import Op
 
-# op name -> (sampler, kernel) in tfpipe.augment.color
+#: op name -> (sampler, kernel) in tfpipe.augment.color, for every op of the one
+#: colour-chain table (tfpipe.native.chain_ops); a view of it, not another list
 FUSABLE: dict[str, tuple[str, str]] = {
-    "brightness": ("sample_brightness", "adjust_brightness"),
-    "contrast": ("sample_contrast", "adjust_contrast"),
-    "saturation": ("sample_saturation", "adjust_saturation"),
-    "hue": ("sample_hue", "adjust_hue"),
-    "gamma": ("sample_gamma", "adjust_gamma"),
-}
+    name: (chain_ops.sampler(name), chain_ops.kernel(name)) for name in chain_ops.CHAIN_OPS}
 
 def normalizer(mean: Sequence[float], std: Sequence[float]) -> Callable[[tf.Tensor], tf.Tensor]:
     """`color.normalize(x, mean, std)` for a batch x [B,H,W,C] (uint8, or float32 [0,1]).
@@ -112,7 +111,7 @@ class FusedPixel:
                            normalize=normalize, mean=self.mean, std=self.std)
 
     def native(self) -> bool:
-        """Whether `__call__` runs the native op now (hue/gamma chains never do)."""
+        """Whether `__call__` runs the native op now (chains of native ops only)."""
         return native_pixel.usable(self._names)
 
     def __call__(self, x: tf.Tensor, params: tf.Tensor, apply: tf.Tensor, *,
