@@ -81,6 +81,8 @@ def _cache_path(s: Settings, split: str, files: list[str], worker: tuple[int, in
     keys = ("data_path", "task", "channels", "on_error")
     if what == "decoded":
         keys += ("image_size", "eval_crop_fraction", "max_boxes", "dct_scaling")
+        if s.task == "segmentation":  # the masks' padding (other tasks: names as before)
+            keys += ("ignore_label",)
     if s.keys is not None:  # a mapping changes what is parsed; without one, the names as before
         keys += ("keys",)
     tag = s.fingerprint(*keys)
@@ -317,6 +319,10 @@ def _builder(s: Settings, es: tf.Tensor, worker: tuple[int, int], src: Source,
         from tfpipe.pipeline import _detect
 
         return _detect.Detect(s, es, worker[0], worker[1], src.parse, train)
+    if s.task == "segmentation":
+        from tfpipe.pipeline import _segment
+
+        return _segment.Segment(s, es, worker[0], worker[1], src.parse, train)
     return _classify.Classify(s, es, worker[0], worker[1], src.parse, train)
 
 
@@ -781,6 +787,8 @@ def _finish(ds: tf.data.Dataset, s: Settings, as_supervised: bool) -> tf.data.Da
     if as_supervised:
         if s.task == "detection":
             ds = ds.map(lambda e: (e["image"], {k: v for k, v in e.items() if k != "image"}))
+        elif s.task == "segmentation":
+            ds = ds.map(lambda e: (e["image"], e["mask"]))
         elif "augment_enabled" in ds.element_spec:
             # pixel_stage device, train: (features, label), the draws beside the image
             ds = ds.map(lambda e: ({k: v for k, v in e.items() if k != "label"}, e["label"]))

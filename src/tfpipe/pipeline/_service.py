@@ -268,6 +268,10 @@ def compose_locally(s: Settings, split: str, e: tf.Tensor, src: Any,
         from tfpipe.pipeline import _detect
 
         make = _detect.Detect
+    elif s.task == "segmentation":
+        from tfpipe.pipeline import _segment
+
+        make = _segment.Segment
     else:
         make = _classify.Classify
     builder = make(s, es, 0, 1, src.parse, train)

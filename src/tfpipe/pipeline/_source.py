@@ -19,6 +19,7 @@ from tfpipe.pipeline._keys import (  # noqa: F401
     BOX_LABEL_KEY,
     IMAGE_KEY,
     LABEL_KEY,
+    MASK_KEY,
     KeyedParse,
     resolve,
 )
@@ -55,7 +56,8 @@ def open_records(path: str | None, split: str, task: str,
         raise ConfigError("data.path: not set; point it at a converted dataset directory "
                           "or a shard glob (tfpipe convert SRC OUT)")
     foreign = bool(keys) or is_tfds_dir(path)
-    required = None if foreign else [IMAGE_KEY] + ([*BOX_KEYS] if task == "detection" else [])
+    required = None if foreign else [IMAGE_KEY] + (
+        [*BOX_KEYS] if task == "detection" else [MASK_KEY] if task == "segmentation" else [])
     src = open_source(path, split=split, required=required, check_files=False)
     files = list(src.files)
     if not files:
