@@ -290,3 +290,115 @@ def test_mixup_is_refused_with_the_reason(noise_data):
     path, _ = noise_data
     with pytest.raises(ConfigError, match="no single class per pixel"):
         build_pipeline(_cfg(path, **{"augment.batch": {"mixup": {"alpha": 0.2}}}))
+
+
+# ------------------------------------------------------------------ the preset, a property
+@pytest.fixture(scope="module")
+def shapes_data(tmp_path_factory) -> str:
+    """`sample_data.make_segmentation_folder`: bright solid shapes (class = shape) on
+    darkened photos, their one-pixel rings ignore; through `tfpipe convert --masks`."""
+    from tfpipe.convert import convert
+    from tfpipe.sample_data import make_segmentation_folder
+
+    root = Path(tmp_path_factory.mktemp("seg-shapes"))
+    src = make_segmentation_folder(root / "src", num_images=8, seed=3, size_range=(64, 96))
+    convert(src / "images", root / "out", masks=src / "masks", classes=src / "classes.txt",
+            workers=1)
+    return str(root / "out")
+
+
+def _band(mask: np.ndarray, width: int) -> np.ndarray:
+    """Pixels within `width` (Chebyshev) of a pixel of another value."""
+    near = np.zeros(mask.shape, bool)
+    pad = np.pad(mask, width, mode="edge")
+    h, w = mask.shape
+    for dy in range(-width, width + 1):
+        for dx in range(-width, width + 1):
+            near |= pad[width + dy:width + dy + h, width + dx:width + dx + w] != mask
+    return near
+
+
+def test_preset_masks_agree_with_the_painted_shapes(shapes_data):
+    """The segmentation preset (its flip, scale / rotation / translate affine and
+    colour jitter; a small image_size): wherever the mask says shape k, the pixel
+    has shape k's colour (after the sample's colour jitter: per image, every
+    shape-k pixel is within a small distance of the others), and wherever it says
+    another class, not shape k's colour; except a 2-pixel band around class changes
+    (bilinear and JPEG blur; measured: inside <= 49, elsewhere >= 104 from the centre)."""
+    from tfpipe.sample_data import SHAPE_COLORS
+
+    cfg = load_config("segmentation", {
+        "data.path": shapes_data, "data.image_size": [48, 96], "data.output_dtype": "uint8",
+        "pipeline.batch_size": 4, "pipeline.shuffle_buffer": 8})
+    got = _run(cfg)
+    masks, images = got["mask"][..., 0], got["image"].astype(float)
+    checked = 0
+    for img, mask in zip(images, masks):
+        assert set(np.unique(mask)) <= {0, 1, 2, 3, IGNORE}
+        interior = ~_band(mask, 2)
+        for k in SHAPE_COLORS:
+            inside = interior & (mask == k)
+            if inside.sum() < 4:
+                continue
+            centre = np.median(img[inside], axis=0)
+            dist = np.linalg.norm(img - centre, axis=-1)
+            assert (dist[inside] < 64).all(), (k, dist[inside].max())
+            outside = interior & (mask != k) & (mask != IGNORE)
+            assert (dist[outside] >= 64).all(), (k, dist[outside].min())
+            checked += int(inside.sum())
+    assert checked > 500  # shapes were there to check
+
+
+# ------------------------------------------------------------------ batch ops carry masks
+def _coded(n: int, seed: int) -> list[tuple[np.ndarray, np.ndarray]]:
+    """Images whose gray level encodes their mask (class k: 30 + 40 k, ignore: 250),
+    in 12x12 blocks: after any resample the image says which class each pixel must have."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for _ in range(n):
+        hb, wb = int(rng.integers(4, 7)), int(rng.integers(5, 8))
+        mask = rng.integers(0, 5, (hb, wb)).astype(np.uint8)
+        mask[rng.random((hb, wb)) < 0.1] = IGNORE
+        mask = np.kron(mask, np.ones((12, 12), np.uint8))
+        img = np.where(mask == IGNORE, 250, 30 + 40 * mask.astype(int)).astype(np.uint8)
+        out.append((np.repeat(img[..., None], 3, axis=-1), mask))
+    return out
+
+
+@pytest.fixture(scope="module")
+def coded_data(tmp_path_factory) -> str:
+    return _convert(_folder(Path(tmp_path_factory.mktemp("seg-coded")), _coded(12, 7), 5))
+
+
+def _decode_levels(image: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(class the image's gray level says, where it surely says one: an exact code level
+    with the same level all around (3x3), so not a blend of two blocks); the mosaic's
+    canvas fill 0 says ignore."""
+    v = image[..., 0].astype(int)
+    k = np.where((v == 250) | (v == 0), IGNORE, (v - 30) // 40)
+    code = (v == 0) | (v == 250) | (((v - 30) % 40 == 0) & (v >= 30) & (v <= 190))
+    same = np.ones(v.shape, bool)
+    pad = np.pad(v, [(0, 0), (1, 1), (1, 1)], mode="edge")
+    h, w = v.shape[1:]
+    for dy in (0, 1, 2):
+        for dx in (0, 1, 2):
+            same &= pad[:, dy:dy + h, dx:dx + w] == v
+    return k, code & same
+
+
+def test_mosaic_and_cutmix_carry_the_masks(coded_data):
+    """mosaic (4 tiles, image bilinear at half scale) then cutmix (pasted boxes): every
+    pixel whose gray level is exactly a class code has that class in the mask, and
+    the batch ops did move content (the masks differ from the plain batches)."""
+    geo = {"flip": {"horizontal": True, "p": 0.5}, **NEAREST}
+    plain = _run(_cfg(coded_data, geo))
+    got = _run(_cfg(coded_data, geo, **{"augment.batch": {"mosaic": {"p": 1.0},
+                                                          "cutmix": {"alpha": 1.0, "p": 1.0}}}))
+    np.testing.assert_array_equal(got["index"], plain["index"])
+    changed = np.mean(got["mask"] != plain["mask"])
+    assert changed > 0.3, changed
+    k, exact = _decode_levels(got["image"])
+    mask = got["mask"][..., 0]
+    assert exact.mean() > 0.25, exact.mean()  # a good share of pixels is checked
+    bad = exact & (k != mask)
+    assert not bad.any(), np.count_nonzero(bad)
