@@ -402,3 +402,79 @@ def test_mosaic_and_cutmix_carry_the_masks(coded_data):
     assert exact.mean() > 0.25, exact.mean()  # a good share of pixels is checked
     bad = exact & (k != mask)
     assert not bad.any(), np.count_nonzero(bad)
+
+
+# ------------------------------------------------------------------ bad records, resume
+BAD = {6: "wrong size", 9: "undecodable"}
+
+
+@pytest.fixture(scope="module")
+def bad_data(tmp_path_factory) -> str:
+    """12 coded pairs converted (one shard), then the mask of record 6 replaced by a
+    PNG one row taller than its image and that of record 9 by bytes that are no PNG
+    (the manifest's sizes and sha256 follow: the shard is valid, two masks are bad)."""
+    import hashlib
+    import json
+
+    root = Path(tmp_path_factory.mktemp("seg-bad"))
+    data = Path(_convert(_folder(root, _coded(12, 9), 5)))
+    manifest = json.loads((data / "manifest.json").read_text())
+    (entry,) = manifest["splits"]["train"]["shards"]
+    path = data / entry["path"]
+    records = list(tf.data.TFRecordDataset(str(path)).as_numpy_iterator())
+    for r, what in BAD.items():
+        ex = tf.train.Example.FromString(records[r])
+        feature = ex.features.feature["image/segmentation/class/encoded"].bytes_list
+        if what == "wrong size":
+            from PIL import Image
+
+            h, w = np.asarray(Image.open(io.BytesIO(feature.value[0]))).shape
+            feature.value[:] = [_png(np.zeros((h + 1, w), np.uint8))]
+        else:
+            feature.value[:] = [b"\x89PNG\r\n\x1a\n this is no png"]
+        records[r] = ex.SerializeToString()
+    with tf.io.TFRecordWriter(str(path)) as wr:
+        for rec in records:
+            wr.write(rec)
+    entry["num_bytes"] = path.stat().st_size
+    entry["sha256"] = hashlib.sha256(path.read_bytes()).hexdigest()
+    (data / "manifest.json").write_text(json.dumps(manifest, indent=2, sort_keys=True))
+    return str(data)
+
+
+def _batches(ds) -> list[dict[str, np.ndarray]]:
+    return [{k: v.numpy() for k, v in b.items()} for b in ds]
+
+
+def test_bad_masks_are_skipped_or_raised_and_resume_is_exact(bad_data):
+    """on_error skip: the two bad masks are skipped and counted, nothing else is lost;
+    a resume at step 2 (before them) and at step 4 (after them: offset from
+    stream_offset) gives the uninterrupted epoch's batches bit for bit, under train
+    augmentation (geometry, L3, cutmix); on_error raise names the record."""
+    from tfpipe.pipeline import reset_skipped_counts, skipped_counts
+
+    geo = {"random_resized_crop": {"scale": [0.3, 1.0]}, "flip": {"p": 0.5},
+           "affine": {"rotation": 10.0}}
+    over = {"augment.pixel": {"brightness": {"max_delta": 0.2}},
+            "augment.batch": {"cutmix": {"alpha": 1.0, "p": 0.5}},
+            "pipeline.batch_size": 2, "pipeline.on_error": "skip",
+            "data.output_dtype": "float32"}
+    cfg = _cfg(bad_data, geo, **over)
+    reset_skipped_counts()
+    ref = build_pipeline(cfg, epoch=1, keep_index=True)
+    full = _batches(ref)
+    good = [p for p in range(12) if p not in BAD]
+    assert [int(i) for b in full for i in b["index"]] == good
+    assert list(skipped_counts().values()) == [2]
+    for step, offset in ((2, None), (4, stream_offset(ref, epoch=1, step=4))):
+        if offset is not None:
+            assert offset == 9  # the stream position after the 8th good sample (8)
+        resumed = _batches(build_pipeline(cfg, epoch=1, step=step, offset=offset,
+                                          keep_index=True))
+        assert len(resumed) == len(full) - step
+        for a, b in zip(resumed, full[step:]):
+            for k in a:
+                np.testing.assert_array_equal(a[k], b[k], err_msg=f"step {step}: {k}")
+    cfg = _cfg(bad_data, geo, **{**over, "pipeline.on_error": "raise"})
+    with pytest.raises(tf.errors.InvalidArgumentError, match=r"bad record 6 in shard .*train"):
+        _batches(build_pipeline(cfg))
