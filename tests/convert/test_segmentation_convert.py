@@ -25,7 +25,7 @@ from .conftest import read_split, tree_bytes
 
 @pytest.fixture(scope="module")
 def seg_src(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return make_segmentation_folder(tmp_path_factory.mktemp("seg") / "src", num_images=8,
+    return make_segmentation_folder(tmp_path_factory.mktemp("seg") / "src", num_images=10,
                                     seed=4, size_range=(32, 64))
 
 
@@ -108,6 +108,10 @@ def bad_src(seg_src: Path, tmp_path: Path) -> Path:
     bad_class[0, 0] = 9
     _save(masks[4], bad_class)
     Image.fromarray(arrays[5].astype(np.uint16)).save(masks[5])  # 16-bit, values <= 255
+    image6 = next((src / "images").glob(f"{masks[6].stem}.*"))
+    twin = image6.with_suffix(".png" if image6.suffix == ".jpg" else ".jpg")
+    shutil.copy(image6, twin)  # two images, one mask
+    shutil.copy(masks[6], src / "masks" / "orphan.png")  # a mask without an image
     return src
 
 
@@ -115,9 +119,11 @@ def test_bad_masks_skipped_and_listed(bad_src: Path, tmp_path: Path) -> None:
     manifest = convert(bad_src / "images", tmp_path / "out", masks=bad_src / "masks",
                        classes=bad_src / "classes.txt", workers=1)
     skipped = {s.input: s.reason for info in manifest.splits.values() for s in info.skipped}
-    stems = sorted(p.stem for p in (bad_src / "images").glob("*.*"))
+    stems = sorted({p.stem for p in (bad_src / "images").glob("*.*")})
     by_stem = {Path(k).stem: v for k, v in skipped.items()}
-    assert set(by_stem) == set(stems[:5])
+    assert set(by_stem) == set(stems[:5]) | {stems[6], "orphan"}
+    assert "same stem" in by_stem[stems[6]] and f"{stems[6]}.png" in by_stem[stems[6]]
+    assert skipped["masks/orphan.png"].startswith("ignored: a mask without an image")
     assert "is 33x" in by_stem[stems[0]] or "its image is" in by_stem[stems[0]]
     assert f"{stems[0]}.png" in by_stem[stems[0]]
     assert "palette (P mode)" in by_stem[stems[1]] and "fromarray" in by_stem[stems[1]]
@@ -137,7 +143,7 @@ def test_bad_masks_raise(bad_src: Path, tmp_path: Path) -> None:
         convert(bad_src / "images", tmp_path / "out", masks=bad_src / "masks",
                 classes=bad_src / "classes.txt", on_error="raise", workers=1)
     msg = str(info.value)
-    assert "5 bad input(s)" in msg and "palette" in msg and "mask not found" in msg
+    assert "6 bad input(s)" in msg and "palette" in msg and "mask not found" in msg
     assert not (tmp_path / "out" / "manifest.json").exists()
 
 
@@ -235,7 +241,7 @@ def test_tfds_reads_the_mask(seg_src: Path, seg_out) -> None:
             assert ex[MASK_KEY].shape == source.shape + (1,) and ex[MASK_KEY].dtype == np.uint8
             assert np.array_equal(ex[MASK_KEY][..., 0], source), rel
             n += 1
-    assert n == 8
+    assert n == 10
 
 
 @pytest.mark.skipif(importlib.util.find_spec("apache_beam") is None,
