@@ -112,6 +112,7 @@ def bad_src(seg_src: Path, tmp_path: Path) -> Path:
     twin = image6.with_suffix(".png" if image6.suffix == ".jpg" else ".jpg")
     shutil.copy(image6, twin)  # two images, one mask
     shutil.copy(masks[6], src / "masks" / "orphan.png")  # a mask without an image
+    masks[7].write_bytes(masks[7].read_bytes()[:60])  # truncated
     return src
 
 
@@ -121,12 +122,14 @@ def test_bad_masks_skipped_and_listed(bad_src: Path, tmp_path: Path) -> None:
     skipped = {s.input: s.reason for info in manifest.splits.values() for s in info.skipped}
     stems = sorted({p.stem for p in (bad_src / "images").glob("*.*")})
     by_stem = {Path(k).stem: v for k, v in skipped.items()}
-    assert set(by_stem) == set(stems[:5]) | {stems[6], "orphan"}
+    assert set(by_stem) == set(stems[:5]) | {stems[6], stems[7], "orphan"}
+    assert f"mask {stems[7]}.png: undecodable PNG" in by_stem[stems[7]]
     assert "same stem" in by_stem[stems[6]] and f"{stems[6]}.png" in by_stem[stems[6]]
     assert skipped["masks/orphan.png"].startswith("ignored: a mask without an image")
     assert "is 33x" in by_stem[stems[0]] or "its image is" in by_stem[stems[0]]
     assert f"{stems[0]}.png" in by_stem[stems[0]]
-    assert "palette (P mode)" in by_stem[stems[1]] and "fromarray" in by_stem[stems[1]]
+    assert by_stem[stems[1]].startswith(f"mask {stems[1]}.png: a palette (P mode) PNG")
+    assert "fromarray" in by_stem[stems[1]]
     assert "RGB" in by_stem[stems[2]] and "single-channel" in by_stem[stems[2]]
     assert "mask not found" in by_stem[stems[3]] and f"{stems[3]}.png" in by_stem[stems[3]]
     assert "[9]" in by_stem[stems[4]] and "classes file names 4" in by_stem[stems[4]]
@@ -143,7 +146,7 @@ def test_bad_masks_raise(bad_src: Path, tmp_path: Path) -> None:
         convert(bad_src / "images", tmp_path / "out", masks=bad_src / "masks",
                 classes=bad_src / "classes.txt", on_error="raise", workers=1)
     msg = str(info.value)
-    assert "6 bad input(s)" in msg and "palette" in msg and "mask not found" in msg
+    assert "7 bad input(s)" in msg and "palette" in msg and "mask not found" in msg
     assert not (tmp_path / "out" / "manifest.json").exists()
 
 

@@ -52,7 +52,7 @@ def decode_mask(data: bytes) -> tuple[np.ndarray, bool]:
 
     header = _ihdr(data)
     if header is None:
-        raise BadInput("mask is not a PNG (masks are single-channel 8-bit PNGs, "
+        raise BadInput("not a PNG (masks are single-channel 8-bit PNGs, "
                        "pixel = class index)")
     try:
         with Image.open(io.BytesIO(data)) as img:
@@ -60,20 +60,20 @@ def decode_mask(data: bytes) -> tuple[np.ndarray, bool]:
             img.load()
             array = np.asarray(img)
     except (UnidentifiedImageError, OSError, SyntaxError, ValueError, EOFError) as exc:
-        raise BadInput(f"undecodable mask PNG: {exc}") from None
+        raise BadInput(f"undecodable PNG: {exc}") from None
     depth, color = header
     if mode == "P" or color == 3:
-        raise BadInput(f"mask is a palette (P mode) PNG: its pixels are colour-table "
+        raise BadInput(f"a palette (P mode) PNG: its pixels are colour-table "
                        f"indices, not class ids; {_PALETTE_HELP}")
     if color != 0:
-        raise BadInput(f"mask has {mode} pixels ({array.shape[-1] if array.ndim == 3 else 1} "
+        raise BadInput(f"{mode} pixels ({array.shape[-1] if array.ndim == 3 else 1} "
                        "channels); masks must be single-channel 8-bit PNGs, pixel = class "
                        "index (e.g. numpy array -> PIL.Image.fromarray(a.astype('uint8')))")
     if depth == 8:
         return array.astype(np.uint8, copy=False), True
     if depth == 16 and int(array.max(initial=0)) <= 255:
         return array.astype(np.uint8), False
-    raise BadInput(f"mask is a {depth}-bit grayscale PNG"
+    raise BadInput(f"a {depth}-bit grayscale PNG"
                    + (" with values over 255" if depth == 16 else "")
                    + "; masks must be single-channel 8-bit PNGs, pixel = class index")
 
