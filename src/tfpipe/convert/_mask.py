@@ -102,21 +102,26 @@ def read_mask(path: Path, label: str, height: int, width: int
     return (data if as_is else encode_mask(array)), array
 
 
-def class_counts(mask: np.ndarray) -> dict[str, int]:
-    """Pixels per class value, as the converter's counters (``mask_pixels/<k>``)."""
-    hist = np.bincount(mask.reshape(-1), minlength=256)
+def histogram(mask: np.ndarray) -> np.ndarray:
+    """Pixels per value 0..255 of a uint8 mask."""
+    return np.bincount(mask.reshape(-1), minlength=256)
+
+
+def class_counts(hist: np.ndarray) -> dict[str, int]:
+    """A mask's `histogram` as the converter's counters (``mask_pixels/<k>``)."""
     return {f"mask_pixels/{k:03d}": int(n) for k, n in enumerate(hist) if n}
 
 
-def check_classes(mask: np.ndarray, class_names: list[str] | None, label: str) -> None:
-    """Every value is a named class or ignore (255); raises BadInput."""
+def check_classes(hist: np.ndarray, class_names: list[str] | None, label: str) -> None:
+    """Every value of the mask with `histogram` hist is a named class or ignore (255);
+    raises BadInput."""
     if not class_names:
         return
-    values = np.unique(mask)
-    bad = values[(values >= len(class_names)) & (values != IGNORE)]
-    if bad.size:
-        raise BadInput(f"mask {label} has class value(s) {bad.tolist()[:5]}, but the classes "
-                       f"file names {len(class_names)} (0..{len(class_names) - 1}; "
+    bad = [k for k in np.flatnonzero(hist[len(class_names):]) + len(class_names)
+           if k != IGNORE]
+    if bad:
+        raise BadInput(f"mask {label} has class value(s) {[int(k) for k in bad[:5]]}, but "
+                       f"the classes file names {len(class_names)} (0..{len(class_names) - 1}; "
                        f"{IGNORE} = ignore)")
 
 

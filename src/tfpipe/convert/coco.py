@@ -27,7 +27,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from tfpipe.convert._mask import IGNORE, class_counts, encode_mask
+from tfpipe.convert._mask import IGNORE, class_counts, encode_mask, histogram
 from tfpipe.convert._plan import Item
 from tfpipe.convert._rasterize import BadSegmentation, annotation_mask
 from tfpipe.convert._source import (MAX_INPUT_BYTES, BadInput, Enumeration, Source,
@@ -290,5 +290,5 @@ def _rasterize(anns: list[Any], height: int, width: int, label: str
             raise BadInput(f"annotation {ann_id}: {exc}") from None
         mask[region] = value
         stats["annotations"] += 1
-    stats.update(class_counts(mask))
+    stats.update(class_counts(histogram(mask)))
     return mask, stats

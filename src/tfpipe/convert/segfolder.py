@@ -14,8 +14,8 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from tfpipe.convert._image import IMAGE_SUFFIXES
-from tfpipe.convert._mask import (MASK_SUFFIX, check_classes, class_counts, names_from_counts,
-                                  read_mask)
+from tfpipe.convert._mask import (MASK_SUFFIX, check_classes, class_counts, histogram,
+                                  names_from_counts, read_mask)
 from tfpipe.convert._plan import Item
 from tfpipe.convert._source import Enumeration, Source, file_size, image_values, read_image
 from tfpipe.convert.folder import _walk
@@ -127,8 +127,9 @@ class SegmentationFolderSource(Source):
         relpath, mask_rel = item.payload
         data, info = read_image(Path(self.root) / relpath)
         png, mask = read_mask(Path(self.masks) / mask_rel, mask_rel, info.height, info.width)
-        check_classes(mask, self.class_names, mask_rel)
+        hist = histogram(mask)
+        check_classes(hist, self.class_names, mask_rel)
         values = image_values(data, info, relpath, relpath)
         values[MASK_KEY] = png
         values[MASK_FORMAT_KEY] = b"png"
-        return values, {"masks": 1, **class_counts(mask)}
+        return values, {"masks": 1, **class_counts(hist)}
