@@ -229,6 +229,7 @@ def test_cli_sample_data_convert_inspect(tmp_path: Path) -> None:
     assert result.exit_code == 0, result.output
     assert MASK_KEY in result.output and "classes [0, " in result.output
     assert "label: tfpipe/schema_version" not in result.output
+    assert "Mask pixels in 'train'" in result.output and "triangle" in result.output
 
 
 def test_tfds_reads_the_mask(seg_src: Path, seg_out) -> None:

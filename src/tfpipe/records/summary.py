@@ -48,6 +48,15 @@ def _mask_summary(data: bytes) -> str:
     return f"{mask.shape[0]}x{mask.shape[1]} classes {np.unique(mask).tolist()}"
 
 
+def _mask_pixels(stats: dict[str, int], names: list[str]) -> list[dict[str, Any]]:
+    """A segmentation split's pixels per class value, from the converter's counters."""
+    counts = {int(k.split("/", 1)[1]): v for k, v in stats.items()
+              if k.startswith("mask_pixels/")}
+    total = sum(counts.values()) or 1
+    return [{"value": k, "name": names[k] if k < len(names) else ("ignore" if k == 255 else None),
+             "pixels": v, "share": v / total} for k, v in sorted(counts.items())]
+
+
 def record_summary(ex: dict[str, list[Any]]) -> dict[str, Any]:
     """One record in a line: image format/size/bytes, label, box count, mask size and
     classes; other keys shortened."""
@@ -155,6 +164,9 @@ def summarize(path: str | os.PathLike[str], split: str | None = None,
         out["splits"] = {name: {"records": info.num_records, "shards": len(info.shards),
                                 "bytes": info.num_bytes, "skipped": len(info.skipped)}
                          for name, info in sorted(m.splits.items())}
+        pixels = _mask_pixels(m.settings.get("stats", {}).get(src.split, {}), m.class_names)
+        if pixels:
+            out["mask_pixels"] = pixels
     else:
         out["class_names"] = []
         try:
