@@ -197,3 +197,25 @@ def test_coco_segmentation_bad_annotation_is_listed(tmp_path: Path) -> None:
     path.write_text(json.dumps(data))
     with pytest.raises(InputError, match="annotation 13: needs a 'segmentation'"):
         convert(path, tmp_path / "out2", task="segmentation", on_error="raise", workers=1)
+
+
+def test_sample_coco_converts_as_segmentation(coco_src: Path, tmp_path: Path) -> None:
+    """The sample COCO set's rectangles, painted in file order, are its class masks."""
+    import tensorflow as tf
+
+    data = json.loads(coco_src.read_text())
+    manifest = convert(coco_src, tmp_path / "out", task="segmentation", workers=1)
+    assert manifest.splits["train"].num_records == len(data["images"])
+    assert not manifest.splits["train"].skipped
+    value = {cid: i + 1 for i, cid in enumerate(sorted(c["id"] for c in data["categories"]))}
+    features = {"image/source_id": tf.io.FixedLenFeature([], tf.string),
+                MASK_KEY: tf.io.FixedLenFeature([], tf.string)}
+    for rec in read_split(tmp_path / "out", "train", features):
+        image_id = int(rec["image/source_id"])
+        img = next(im for im in data["images"] if im["id"] == image_id)
+        expected = np.zeros((img["height"], img["width"]), np.uint8)
+        for ann in data["annotations"]:
+            if ann["image_id"] == image_id:
+                x, y, w, h = ann["bbox"]
+                expected[y:y + h, x:x + w] = value[ann["category_id"]]
+        assert np.array_equal(np.asarray(Image.open(io.BytesIO(rec[MASK_KEY]))), expected)

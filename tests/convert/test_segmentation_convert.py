@@ -4,6 +4,7 @@ to the source mask, each bad mask is skipped-and-listed or raised naming its fil
 
 from __future__ import annotations
 
+import importlib.util
 import io
 import json
 import shutil
@@ -19,12 +20,12 @@ from tfpipe.errors import ConfigError, InputError
 from tfpipe.records import MASK_KEY, Manifest, verify
 from tfpipe.sample_data import SEGMENTATION_CLASSES, make_segmentation_folder
 
-from .conftest import read_split
+from .conftest import read_split, tree_bytes
 
 
 @pytest.fixture(scope="module")
 def seg_src(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return make_segmentation_folder(tmp_path_factory.mktemp("seg") / "src", num_images=8,
+    return make_segmentation_folder(tmp_path_factory.mktemp("seg") / "src", num_images=10,
                                     seed=4, size_range=(32, 64))
 
 
@@ -107,6 +108,11 @@ def bad_src(seg_src: Path, tmp_path: Path) -> Path:
     bad_class[0, 0] = 9
     _save(masks[4], bad_class)
     Image.fromarray(arrays[5].astype(np.uint16)).save(masks[5])  # 16-bit, values <= 255
+    image6 = next((src / "images").glob(f"{masks[6].stem}.*"))
+    twin = image6.with_suffix(".png" if image6.suffix == ".jpg" else ".jpg")
+    shutil.copy(image6, twin)  # two images, one mask
+    shutil.copy(masks[6], src / "masks" / "orphan.png")  # a mask without an image
+    masks[7].write_bytes(masks[7].read_bytes()[:60])  # truncated
     return src
 
 
@@ -114,12 +120,16 @@ def test_bad_masks_skipped_and_listed(bad_src: Path, tmp_path: Path) -> None:
     manifest = convert(bad_src / "images", tmp_path / "out", masks=bad_src / "masks",
                        classes=bad_src / "classes.txt", workers=1)
     skipped = {s.input: s.reason for info in manifest.splits.values() for s in info.skipped}
-    stems = sorted(p.stem for p in (bad_src / "images").glob("*.*"))
+    stems = sorted({p.stem for p in (bad_src / "images").glob("*.*")})
     by_stem = {Path(k).stem: v for k, v in skipped.items()}
-    assert set(by_stem) == set(stems[:5])
+    assert set(by_stem) == set(stems[:5]) | {stems[6], stems[7], "orphan"}
+    assert f"mask {stems[7]}.png: undecodable PNG" in by_stem[stems[7]]
+    assert "same stem" in by_stem[stems[6]] and f"{stems[6]}.png" in by_stem[stems[6]]
+    assert skipped["masks/orphan.png"].startswith("ignored: a mask without an image")
     assert "is 33x" in by_stem[stems[0]] or "its image is" in by_stem[stems[0]]
     assert f"{stems[0]}.png" in by_stem[stems[0]]
-    assert "palette (P mode)" in by_stem[stems[1]] and "fromarray" in by_stem[stems[1]]
+    assert by_stem[stems[1]].startswith(f"mask {stems[1]}.png: a palette (P mode) PNG")
+    assert "fromarray" in by_stem[stems[1]]
     assert "RGB" in by_stem[stems[2]] and "single-channel" in by_stem[stems[2]]
     assert "mask not found" in by_stem[stems[3]] and f"{stems[3]}.png" in by_stem[stems[3]]
     assert "[9]" in by_stem[stems[4]] and "classes file names 4" in by_stem[stems[4]]
@@ -136,7 +146,7 @@ def test_bad_masks_raise(bad_src: Path, tmp_path: Path) -> None:
         convert(bad_src / "images", tmp_path / "out", masks=bad_src / "masks",
                 classes=bad_src / "classes.txt", on_error="raise", workers=1)
     msg = str(info.value)
-    assert "5 bad input(s)" in msg and "palette" in msg and "mask not found" in msg
+    assert "7 bad input(s)" in msg and "palette" in msg and "mask not found" in msg
     assert not (tmp_path / "out" / "manifest.json").exists()
 
 
@@ -217,7 +227,9 @@ def test_cli_sample_data_convert_inspect(tmp_path: Path) -> None:
     assert abs(sum(masks["class_share"].values()) - 1) < 1e-9
     result = runner.invoke(cli, ["inspect", str(tmp_path / "out")])
     assert result.exit_code == 0, result.output
-    assert MASK_KEY in result.output and "segmentation" in result.output
+    assert MASK_KEY in result.output and "classes [0, " in result.output
+    assert "label: tfpipe/schema_version" not in result.output
+    assert "Mask pixels in 'train'" in result.output and "triangle" in result.output
 
 
 def test_tfds_reads_the_mask(seg_src: Path, seg_out) -> None:
@@ -233,4 +245,14 @@ def test_tfds_reads_the_mask(seg_src: Path, seg_out) -> None:
             assert ex[MASK_KEY].shape == source.shape + (1,) and ex[MASK_KEY].dtype == np.uint8
             assert np.array_equal(ex[MASK_KEY][..., 0], source), rel
             n += 1
-    assert n == 8
+    assert n == 10
+
+
+@pytest.mark.skipif(importlib.util.find_spec("apache_beam") is None,
+                    reason="needs apache-beam (the beam extra)")
+def test_beam_direct_runner_gives_the_local_bytes(seg_src: Path, seg_out, tmp_path: Path) -> None:
+    out, _ = seg_out
+    beam = tmp_path / "beam"
+    convert(seg_src / "images", beam, masks=seg_src / "masks", classes=seg_src / "classes.txt",
+            split="train=0.5,val=0.5", runner="direct")  # in-memory: one process
+    assert tree_bytes(beam) == tree_bytes(out)

@@ -52,7 +52,7 @@ def decode_mask(data: bytes) -> tuple[np.ndarray, bool]:
 
     header = _ihdr(data)
     if header is None:
-        raise BadInput("mask is not a PNG (masks are single-channel 8-bit PNGs, "
+        raise BadInput("not a PNG (masks are single-channel 8-bit PNGs, "
                        "pixel = class index)")
     try:
         with Image.open(io.BytesIO(data)) as img:
@@ -60,20 +60,20 @@ def decode_mask(data: bytes) -> tuple[np.ndarray, bool]:
             img.load()
             array = np.asarray(img)
     except (UnidentifiedImageError, OSError, SyntaxError, ValueError, EOFError) as exc:
-        raise BadInput(f"undecodable mask PNG: {exc}") from None
+        raise BadInput(f"undecodable PNG: {exc}") from None
     depth, color = header
     if mode == "P" or color == 3:
-        raise BadInput(f"mask is a palette (P mode) PNG: its pixels are colour-table "
+        raise BadInput(f"a palette (P mode) PNG: its pixels are colour-table "
                        f"indices, not class ids; {_PALETTE_HELP}")
     if color != 0:
-        raise BadInput(f"mask has {mode} pixels ({array.shape[-1] if array.ndim == 3 else 1} "
+        raise BadInput(f"{mode} pixels ({array.shape[-1] if array.ndim == 3 else 1} "
                        "channels); masks must be single-channel 8-bit PNGs, pixel = class "
                        "index (e.g. numpy array -> PIL.Image.fromarray(a.astype('uint8')))")
     if depth == 8:
         return array.astype(np.uint8, copy=False), True
     if depth == 16 and int(array.max(initial=0)) <= 255:
         return array.astype(np.uint8), False
-    raise BadInput(f"mask is a {depth}-bit grayscale PNG"
+    raise BadInput(f"a {depth}-bit grayscale PNG"
                    + (" with values over 255" if depth == 16 else "")
                    + "; masks must be single-channel 8-bit PNGs, pixel = class index")
 
@@ -102,21 +102,26 @@ def read_mask(path: Path, label: str, height: int, width: int
     return (data if as_is else encode_mask(array)), array
 
 
-def class_counts(mask: np.ndarray) -> dict[str, int]:
-    """Pixels per class value, as the converter's counters (``mask_pixels/<k>``)."""
-    hist = np.bincount(mask.reshape(-1), minlength=256)
+def histogram(mask: np.ndarray) -> np.ndarray:
+    """Pixels per value 0..255 of a uint8 mask."""
+    return np.bincount(mask.reshape(-1), minlength=256)
+
+
+def class_counts(hist: np.ndarray) -> dict[str, int]:
+    """A mask's `histogram` as the converter's counters (``mask_pixels/<k>``)."""
     return {f"mask_pixels/{k:03d}": int(n) for k, n in enumerate(hist) if n}
 
 
-def check_classes(mask: np.ndarray, class_names: list[str] | None, label: str) -> None:
-    """Every value is a named class or ignore (255); raises BadInput."""
+def check_classes(hist: np.ndarray, class_names: list[str] | None, label: str) -> None:
+    """Every value of the mask with `histogram` hist is a named class or ignore (255);
+    raises BadInput."""
     if not class_names:
         return
-    values = np.unique(mask)
-    bad = values[(values >= len(class_names)) & (values != IGNORE)]
-    if bad.size:
-        raise BadInput(f"mask {label} has class value(s) {bad.tolist()[:5]}, but the classes "
-                       f"file names {len(class_names)} (0..{len(class_names) - 1}; "
+    bad = [k for k in np.flatnonzero(hist[len(class_names):]) + len(class_names)
+           if k != IGNORE]
+    if bad:
+        raise BadInput(f"mask {label} has class value(s) {[int(k) for k in bad[:5]]}, but "
+                       f"the classes file names {len(class_names)} (0..{len(class_names) - 1}; "
                        f"{IGNORE} = ignore)")
 
 

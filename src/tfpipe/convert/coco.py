@@ -12,7 +12,7 @@ Invalid boxes (`invalid_boxes`):
 Counts of kept, clipped and dropped boxes go into the manifest.
 
 Segmentation (`task="segmentation"`): each image gets ONE class mask (see
-`_segmentation_values`): background 0, the annotation of the k-th category in
+`_rasterize`): background 0, the annotation of the k-th category in
 sorted id order k + 1, `iscrowd` regions 255 (ignore); annotations are painted
 in their order in the file, a later one over an earlier one. Polygons and RLE
 (counts list or compressed string) are rasterized as pycocotools does
@@ -27,7 +27,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from tfpipe.convert._mask import IGNORE, class_counts, encode_mask
+from tfpipe.convert._mask import IGNORE, class_counts, encode_mask, histogram
 from tfpipe.convert._plan import Item
 from tfpipe.convert._rasterize import BadSegmentation, annotation_mask
 from tfpipe.convert._source import (MAX_INPUT_BYTES, BadInput, Enumeration, Source,
@@ -103,6 +103,9 @@ class CocoSource(Source):
         self.category_ids = sorted(cat_ids)
         self.class_names = [cat_ids[c] for c in self.category_ids]
         if task == "segmentation":  # mask value 0 is the background
+            if len(self.category_ids) > IGNORE - 1:
+                raise InputError(f"{path}: {len(self.category_ids)} categories; a class mask "
+                                 f"holds 1..{IGNORE - 1} (0 = background, {IGNORE} = ignore)")
             self.class_names = [BACKGROUND] + self.class_names
         self._images: list[dict[str, Any]] = data["images"]
         self._annotations: list[Any] = data.get("annotations", [])
@@ -290,5 +293,5 @@ def _rasterize(anns: list[Any], height: int, width: int, label: str
             raise BadInput(f"annotation {ann_id}: {exc}") from None
         mask[region] = value
         stats["annotations"] += 1
-    stats.update(class_counts(mask))
+    stats.update(class_counts(histogram(mask)))
     return mask, stats

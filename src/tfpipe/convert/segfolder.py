@@ -14,8 +14,8 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from tfpipe.convert._image import IMAGE_SUFFIXES
-from tfpipe.convert._mask import (MASK_SUFFIX, check_classes, class_counts, names_from_counts,
-                                  read_mask)
+from tfpipe.convert._mask import (MASK_SUFFIX, check_classes, class_counts, histogram,
+                                  names_from_counts, read_mask)
 from tfpipe.convert._plan import Item
 from tfpipe.convert._source import Enumeration, Source, file_size, image_values, read_image
 from tfpipe.convert.folder import _walk
@@ -76,6 +76,7 @@ class SegmentationFolderSource(Source):
         out = Enumeration()
         root, masks = Path(self.root), Path(self.masks)
         inside = masks.is_relative_to(root)
+        owner: dict[str, str] = {}  # mask relative path -> the image it belongs to
         for path in _walk(root):
             if inside and (root / path).is_relative_to(masks):
                 continue
@@ -88,6 +89,12 @@ class SegmentationFolderSource(Source):
                 out.bad.append((Item(path, 0, None), "cannot read file"))
                 continue
             mask = mask_relpath(path)
+            if mask in owner:
+                out.bad.append((Item(path, 0, None),
+                                f"{owner[mask]} has the same stem, so both would get mask "
+                                f"{mask}; rename one image (and its mask)"))
+                continue
+            owner[mask] = path
             mask_size = file_size(masks / mask)
             if mask_size is None:
                 out.bad.append((Item(path, 0, None),
@@ -97,6 +104,13 @@ class SegmentationFolderSource(Source):
             out.items.append(Item(key=path, size=size + mask_size, payload=[path, mask]))
         if not out.items and not out.bad:
             raise InputError(f"{self.root}: no images ({', '.join(IMAGE_SUFFIXES)})")
+        # Masks that no image claims: most often a misnamed one, so list them.
+        for path in _walk(masks):
+            if path not in owner and not (root.is_relative_to(masks)
+                                          and (masks / path).is_relative_to(root)):
+                out.ignored.append((f"{Path(self.masks).name}/{path}",
+                                    "a mask without an image of the same relative path "
+                                    "and stem"))
         return out
 
     def schema(self) -> Schema:
@@ -113,8 +127,9 @@ class SegmentationFolderSource(Source):
         relpath, mask_rel = item.payload
         data, info = read_image(Path(self.root) / relpath)
         png, mask = read_mask(Path(self.masks) / mask_rel, mask_rel, info.height, info.width)
-        check_classes(mask, self.class_names, mask_rel)
+        hist = histogram(mask)
+        check_classes(hist, self.class_names, mask_rel)
         values = image_values(data, info, relpath, relpath)
         values[MASK_KEY] = png
         values[MASK_FORMAT_KEY] = b"png"
-        return values, {"masks": 1, **class_counts(mask)}
+        return values, {"masks": 1, **class_counts(hist)}
