@@ -20,7 +20,7 @@ from tfpipe.pipeline._detect_geometry import op_matrix
 from tfpipe.pipeline._plan import SampleSeeds
 from tfpipe.pipeline._settings import settings
 
-from .conftest import base_config, write_shards
+from .conftest import base_config
 
 OUT = (40, 48)
 IGNORE = 255
