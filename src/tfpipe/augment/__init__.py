@@ -71,5 +71,11 @@ from tfpipe.augment.policies import *  # noqa: E402,F401,F403
 # the device half of `augment.pixel_stage: device` (docs/augment-pixel.md, "On-device pixel stage")
 from tfpipe.augment.on_device import DeviceSpec, DeviceStage, OnDevice, apply_on_device  # noqa: E402,F401
 
+# segmentation masks: the image's matrix, nearest, ignore fill (augment/masks.py)
+from tfpipe.augment import masks as _masks  # noqa: E402
+from tfpipe.augment.detection import mosaic_draws  # noqa: E402,F401
+from tfpipe.augment.masks import *  # noqa: E402,F401,F403
+
+__all__ += [*_masks.__all__, "mosaic_draws"]
 __all__ += [*_color.__all__, *_pixel.__all__, *_policies.__all__, *_batch.__all__,
             "DeviceSpec", "DeviceStage", "OnDevice", "apply_on_device"]

@@ -152,6 +152,24 @@ def _mosaic_tf(images: tf.Tensor, partners: tf.Tensor, centers: tf.Tensor, x0: t
     return tf.where(apply[:, None, None, None], out, images)
 
 
+def mosaic_draws(seed: tf.Tensor, b: tf.Tensor, h: tf.Tensor, w: tf.Tensor, p: float,
+                 center_range: tuple[float, float]
+                 ) -> tuple[list[tf.Tensor], tf.Tensor, tf.Tensor, tf.Tensor]:
+    """What `mosaic` draws from its seed for a [b, h, w] batch: (the 4 tiles' partner
+    indices [b] each, tile 0 the sample itself; the centre cx, cy [b] as whole-pixel
+    edge coordinates, float32; apply [b] bool). Masks follow with the same draws
+    (`tfpipe.augment.masks.mosaic_masks`)."""
+    hf, wf = tf.cast(h, tf.float32), tf.cast(w, tf.float32)
+    seeds = split_seeds(seed, 6)
+    partners = [tf.range(b)] + [_permutation(seeds[i], b) for i in range(1, 4)]
+    cxy = tf.random.stateless_uniform(tf.stack([b, 2]), seeds[4], center_range[0],
+                                      center_range[1], alg=ALG)
+    cx = tf.round(cxy[:, 0] * wf)  # edge coordinates (pixel boundaries)
+    cy = tf.round(cxy[:, 1] * hf)
+    apply = tf.random.stateless_uniform(tf.reshape(b, [1]), seeds[5], alg=ALG) < p
+    return partners, cx, cy, apply
+
+
 def mosaic(images: tf.Tensor, boxes: tf.Tensor, classes: tf.Tensor, num_boxes: tf.Tensor,
            seed: tf.Tensor, p: float = 1.0, scale: float = 0.5,
            center_range: tuple[float, float] = (0.25, 0.75), fill_value: float = 0.0,
@@ -184,13 +202,7 @@ def mosaic(images: tf.Tensor, boxes: tf.Tensor, classes: tf.Tensor, num_boxes: t
     b, h, w = shape[0], shape[1], shape[2]
     max_boxes = boxes.shape[1] if boxes.shape[1] is not None else tf.shape(boxes)[1]
     hf, wf = tf.cast(h, tf.float32), tf.cast(w, tf.float32)
-    seeds = split_seeds(seed, 6)
-    partners = [tf.range(b)] + [_permutation(seeds[i], b) for i in range(1, 4)]
-    cxy = tf.random.stateless_uniform(tf.stack([b, 2]), seeds[4], center_range[0],
-                                      center_range[1], alg=ALG)
-    cx = tf.round(cxy[:, 0] * wf)  # edge coordinates (pixel boundaries)
-    cy = tf.round(cxy[:, 1] * hf)
-    apply = tf.random.stateless_uniform(tf.reshape(b, [1]), seeds[5], alg=ALG) < p
+    partners, cx, cy, apply = mosaic_draws(seed, b, h, w, p, center_range)
     # pixels: pixel centre x + 0.5 < cx (x < cx for whole-pixel cx) is the left half
     centers = tf.cast(tf.stack([cx, cy], axis=1), tf.int32)
     x0, wx = mosaic_taps(centers[:, 0], w, scale)

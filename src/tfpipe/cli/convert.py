@@ -48,6 +48,15 @@ def _local_or_url(ctx: click.Context, param: click.Parameter, value: str) -> str
 @click.option("--invalid-boxes", type=click.Choice(["clip", "drop", "raise"]), default="clip",
               show_default=True, help="coco: boxes partly outside the image are clipped, "
               "dropped, or stop the run; degenerate boxes are always dropped (or raise).")
+@click.option("--masks", "masks_dir", type=click.Path(exists=True, file_okay=False),
+              default=None, help="Segmentation: folder of single-channel PNG masks, one per "
+              "image with its relative path and stem; pixel = class index, 255 = ignore.")
+@click.option("--classes", "classes_file", type=click.Path(exists=True, dir_okay=False),
+              default=None, help="--masks: text file naming class k on line k+1 "
+              "[default: class_0..class_K for the largest class K in the masks].")
+@click.option("--task", type=click.Choice(["classification", "detection", "segmentation"]),
+              default=None, help="coco: detection (boxes, the default) or segmentation "
+              "(class masks rasterized from the polygons / RLE; crowd = 255).")
 @click.option("--runner", type=click.Choice(["local", "direct", "dataflow", "flink", "spark"]),
               default="local", show_default=True,
               help="local: this machine's processes; direct|dataflow|flink|spark: an Apache "
@@ -80,8 +89,12 @@ def command(src: str, out: str, fmt: str, split: str | None, shard_size: str,
             image_column: str | None, label_column: str | None, images_dir: str | None,
             invalid_boxes: str, runner: str, pipeline_options: str | None,
             stats: bool, stats_top_k: int, stats_quantiles: int, list_nulls: str,
-            keep_float64: str | None, time_unit: str, as_json: bool) -> None:
+            keep_float64: str | None, time_unit: str, masks_dir: str | None,
+            classes_file: str | None, task: str | None, as_json: bool) -> None:
     """Convert SRC (image folder, CSV, Parquet or COCO JSON) into shards under OUT.
+
+    Segmentation: an image folder with --masks MASKS, or a COCO JSON with
+    --task segmentation.
 
     SRC and OUT may be tf.io.gfile URLs (gs://...) with a Beam --runner.
 
@@ -101,7 +114,8 @@ def command(src: str, out: str, fmt: str, split: str | None, shard_size: str,
                                runner=runner, pipeline_options=pipeline_options,
                                stats=stats, stats_top_k=stats_top_k,
                                stats_quantiles=stats_quantiles, list_nulls=list_nulls,
-                               keep_float64=keep_float64, time_unit=time_unit)
+                               keep_float64=keep_float64, time_unit=time_unit,
+                               masks=masks_dir, classes=classes_file, task=task)
     except TfpipeError as exc:
         click.echo(f"error: {exc}", err=True)  # unwrapped: scripts grep it
         sys.exit(1)
@@ -125,6 +139,10 @@ def command(src: str, out: str, fmt: str, split: str | None, shard_size: str,
             b = row["boxes"]
             con.print(text(f"{name}: {b.get('boxes', 0)} boxes kept, {b.get('boxes_clipped', 0)} "
                            f"clipped, {b.get('boxes_dropped', 0)} dropped"))
+        if "masks" in row:
+            m = row["masks"]
+            shares = ", ".join(f"{k}: {v:.1%}" for k, v in m["class_share"].items())
+            con.print(text(f"{name}: {m['masks']} masks; pixels per class {shares}"))
     table_notes = summary.get("table", {})
     for key, what in (("list_null_elements_dropped", "null list elements dropped"),
                       ("list_null_rows_dropped", "rows skipped for a null inside a list")):

@@ -39,6 +39,12 @@ def _render(s: dict[str, Any]) -> None:
                         ["label", "name", "count"],
                         [[str(r["label"]), r["name"] or "", f"{r['count']:,}"]
                          for r in s["class_histogram"]], right=["label", "count"]))
+    if s.get("mask_pixels"):
+        con.print(table(f"Mask pixels in {s['split']!r} (image/segmentation/class/encoded)",
+                        ["value", "name", "pixels", "share"],
+                        [[str(r["value"]), r["name"] or "", f"{r['pixels']:,}",
+                          f"{r['share']:.1%}"] for r in s["mask_pixels"]],
+                        right=["value", "pixels", "share"]))
     if s["records"]:
         cols = list(dict.fromkeys(k for r in s["records"] for k in r))
         con.print(table(f"First {len(s['records'])} records of {s['split']!r}",

@@ -1,4 +1,5 @@
-"""`tfpipe sample-data`: generate sample datasets (the synthetic CTR table, image folders)."""
+"""`tfpipe sample-data`: generate sample datasets (the synthetic CTR table, image folders,
+segmentation images with masks)."""
 
 from __future__ import annotations
 
@@ -48,3 +49,28 @@ def folder(out: str, classes: int, per_class: int, seed: int) -> None:
 
     path = make_image_folder(out, num_classes=classes, per_class=per_class, seed=seed)
     click.echo(f"wrote {classes * per_class} images under {path}")
+
+
+@command.command("segmentation")
+@click.argument("out", type=click.Path(file_okay=False))
+@click.option("--images", "num_images", type=click.IntRange(min=1), default=20,
+              show_default=True)
+@click.option("--min-size", type=click.IntRange(min=16), default=64, show_default=True,
+              help="Shortest longer side of an image, in pixels.")
+@click.option("--max-size", type=click.IntRange(min=16), default=128, show_default=True,
+              help="Longest longer side of an image, in pixels.")
+@click.option("--seed", type=int, default=0, show_default=True)
+def segmentation(out: str, num_images: int, min_size: int, max_size: int, seed: int) -> None:
+    """OUT/images/**, OUT/masks/** and OUT/classes.txt: solid shapes (1 circle, 2 square,
+    3 triangle) painted on darkened photos, 255 on each shape's border.
+
+    Convert with: tfpipe convert OUT/images DATA --masks OUT/masks --classes OUT/classes.txt
+    """
+    from tfpipe.sample_data import make_segmentation_folder
+
+    if min_size > max_size:
+        raise click.BadParameter(f"--min-size {min_size} is over --max-size {max_size}",
+                                 param_hint="--min-size")
+    make_segmentation_folder(out, num_images=num_images, seed=seed,
+                             size_range=(min_size, max_size))
+    click.echo(f"wrote {num_images} images with masks under {out}")

@@ -37,7 +37,7 @@ def next_step(report: Any) -> str | None:
         return ("the shards' records are intact; the manifest disagrees with them (edited, or "
                 f"shards replaced after conversion): {salvage} writes the same records with a "
                 "manifest that matches them (or restore the original manifest.json)")
-    if kinds <= {"bad-image", "bad-example", "bad-box", "bad-label"}:
+    if kinds <= {"bad-image", "bad-example", "bad-box", "bad-label", "bad-mask"}:
         return ("these records are skipped and counted under pipeline.on_error: skip, or "
                 "stop the run under raise; re-convert from the source files to replace them")
     if kinds <= {"unlisted-file"}:
@@ -48,7 +48,7 @@ def next_step(report: Any) -> str | None:
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
 @click.argument("path", metavar="PATH")
 @click.option("--deep", is_flag=True,
-              help="Also decode every image and check boxes and labels (slow).")
+              help="Also decode every image and mask and check boxes and labels (slow).")
 @click.option("--salvage", "salvage_dir", default=None, metavar="OUT",
               help="Write a complete, readable copy of the dataset into OUT: damaged "
                    "shards rewritten with every readable record, intact ones linked, a "

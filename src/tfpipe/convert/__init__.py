@@ -1,7 +1,8 @@
 """Raw data -> sharded TFRecords + manifest.json.
 
-`convert(src, out)` handles image folders (`root/<class>/<image>`), CSV and
-Parquet tables and COCO-style detection JSON. Conversion is planned first
+`convert(src, out)` handles image folders (`root/<class>/<image>`, or images
+with a mask folder for segmentation), CSV and Parquet tables and COCO JSON
+(boxes, or class masks rasterized from its polygons and RLE). Conversion is planned first
 (inputs -> split -> shard, deterministic from the seed) and then each shard is
 written as an independent unit of work, so the output is byte-identical for any
 `workers` and an interrupted run can `resume`. See docs/convert.md.
@@ -13,6 +14,7 @@ import math
 import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 from tfpipe.convert._plan import assign_split, parse_split, plan_shards
 from tfpipe.convert._run import ON_ERROR, execute
@@ -24,16 +26,18 @@ from tfpipe.convert._table_normalize import LIST_NULLS, TIME_UNITS, parse_keep_f
 from tfpipe.convert._table_stats import attach_statistics, check_stats_request, local_statistics
 from tfpipe.convert.coco import BOX_POLICIES, CocoSource, looks_like_coco
 from tfpipe.convert.folder import FolderSource
+from tfpipe.convert.segfolder import SegmentationFolderSource, read_class_names
 from tfpipe.convert.table import TableSource
 from tfpipe.errors import ConfigError, InputError
 from tfpipe.records import DEFAULT_SHARD_SIZE, Manifest, parse_size
 from tfpipe.records.framing import normalize_compression
 
 FORMATS = ("auto", "folder", "csv", "parquet", "coco")
+TASKS = ("classification", "detection", "segmentation")
 
-__all__ = ["BOX_POLICIES", "FORMATS", "LIST_NULLS", "ON_ERROR", "RUNNERS", "TIME_UNITS",
-           "conversion_summary", "convert", "detect_format", "make_source", "parse_split",
-           "parse_keep_float64", "write_tfds_metadata"]
+__all__ = ["BOX_POLICIES", "FORMATS", "LIST_NULLS", "ON_ERROR", "RUNNERS", "TASKS",
+           "TIME_UNITS", "conversion_summary", "convert", "detect_format", "make_source",
+           "parse_split", "parse_keep_float64", "read_class_names", "write_tfds_metadata"]
 
 
 def detect_format(src: str | os.PathLike[str]) -> str:
@@ -60,12 +64,19 @@ def make_source(src: str | os.PathLike[str], format: str = "auto", *,
                 images: str | os.PathLike[str] | None = None,
                 invalid_boxes: str = "clip", list_nulls: str = "drop-element",
                 keep_float64: str | Sequence[str] | None = None,
-                time_unit: str = "s") -> Source:
+                time_unit: str = "s", masks: str | os.PathLike[str] | None = None,
+                classes: str | os.PathLike[str] | None = None,
+                task: str | None = None) -> Source:
     """The converter source for `src` (see `convert` for the arguments)."""
     if format not in FORMATS:
         raise ConfigError(f"format must be one of {', '.join(FORMATS)}, got {format!r}")
+    if task is not None and task not in TASKS:
+        raise ConfigError(f"task must be one of {', '.join(TASKS)}, got {task!r}")
     if format == "auto":
         format = detect_format(src)
+    _check_task(format, task, masks, classes)
+    if masks is not None:
+        return SegmentationFolderSource(src, masks, classes)
     if format != "coco" and images is not None:
         raise ConfigError("images= is only for format='coco'")
     if format not in ("csv", "parquet") and (image_column or label_column):
@@ -84,7 +95,27 @@ def make_source(src: str | os.PathLike[str], format: str = "auto", *,
                            list_nulls=list_nulls, keep_float64=parse_keep_float64(keep_float64),
                            time_unit=time_unit)
     return CocoSource(src, images=None if images is None else os.fspath(images),
-                      invalid_boxes=invalid_boxes)
+                      invalid_boxes=invalid_boxes, task=task or "detection")
+
+
+def _check_task(format: str, task: str | None, masks: Any, classes: Any) -> None:
+    """Which task each format can produce, and the options that go with it."""
+    if masks is not None and format != "folder":
+        raise ConfigError(f"masks= goes with an image folder (format 'folder'), not {format!r}; "
+                          "a COCO file gets its masks with task='segmentation'")
+    if classes is not None and masks is None:
+        raise ConfigError("classes= names the classes of masks= (a COCO file names its "
+                          "categories itself)")
+    if task is None:
+        return
+    allowed = {"folder": ("segmentation",) if masks is not None else ("classification",),
+               "coco": ("detection", "segmentation")}.get(format, ())
+    if task not in allowed:
+        hint = (" (segmentation from a folder needs masks=MASKS)"
+                if format == "folder" and task == "segmentation" else "")
+        raise ConfigError(f"task {task!r} does not apply to format {format!r}"
+                          + (f" (it gives: {', '.join(allowed)})" if allowed else "")
+                          + f"{hint}; leave task unset for tables")
 
 
 # A spawned worker costs ~0.3-0.6 s to start (imports) on the 2-vCPU dev machine,
@@ -110,7 +141,9 @@ def convert(src: str | os.PathLike[str], out: str | os.PathLike[str], *,
             pipeline_options: str | Sequence[str] | None = None, stats: bool = False,
             stats_top_k: int = 10_000, stats_quantiles: int = 100,
             list_nulls: str = "drop-element", keep_float64: str | Sequence[str] | None = None,
-            time_unit: str = "s") -> Manifest:
+            time_unit: str = "s", masks: str | os.PathLike[str] | None = None,
+            classes: str | os.PathLike[str] | None = None,
+            task: str | None = None) -> Manifest:
     """Convert `src` into shards + manifest.json under `out`; return the manifest.
 
     - format: auto | folder | csv | parquet | coco.
@@ -142,6 +175,13 @@ def convert(src: str | os.PathLike[str], out: str | os.PathLike[str], *,
       float32; the narrowing of the others is in the manifest (source.normalized).
       time_unit (tables): s | ms | us | ns of the int64 epoch that timestamps and dates
       are stored as (the `time` transform reads seconds). docs/convert.md "Tables".
+    - masks (segmentation, image folders): the mask folder: for each image
+      `src/<rel>/<stem>.<ext>` a single-channel 8-bit PNG `masks/<rel>/<stem>.png`,
+      pixel = class index, 255 = ignore; classes: a text file naming class k on
+      line k+1 (default: class_0..class_K for the largest class K in the masks).
+    - task: COCO: "detection" (default, boxes) or "segmentation" (one class mask
+      per image rasterized from the polygons / RLE; class k = k-th category in id
+      order, 0 = background, crowd = 255). docs/convert.md "Segmentation masks".
     """
     if on_error not in ON_ERROR:
         raise ConfigError(f"on_error must be one of {', '.join(ON_ERROR)}, got {on_error!r}")
@@ -166,6 +206,10 @@ def convert(src: str | os.PathLike[str], out: str | os.PathLike[str], *,
                               "its parallelism from pipeline_options (e.g. "
                               "--direct_num_workers=2, --max_num_workers=50)")
     check_paths(runner, src, out, images=images, fmt=format)  # URLs: Beam; folders and tables
+    if masks is not None and (is_url(src) or is_url(masks)):
+        raise InputError(f"{os.fspath(masks if is_url(masks) else src)}: images and masks= "
+                         "must be local (POSIX) paths; a URL source is implemented for "
+                         "classification folders and tables only (docs/scale.md)")
 
     table = dict(list_nulls=list_nulls, keep_float64=keep_float64, time_unit=time_unit)
     if is_url(src):
@@ -174,7 +218,8 @@ def convert(src: str | os.PathLike[str], out: str | os.PathLike[str], *,
     else:
         source = make_source(src, format, image_column=image_column,
                              label_column=label_column, images=images,
-                             invalid_boxes=invalid_boxes, **table)
+                             invalid_boxes=invalid_boxes, masks=masks, classes=classes,
+                             task=task, **table)
     if stats:
         check_stats_request(source, ratios)
         if is_url(out):

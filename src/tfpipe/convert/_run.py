@@ -428,5 +428,13 @@ def _manifest(source: Source, enumeration: Enumeration, plan: Plan,
         settings["shard_stats"] = shard_stats
     if getattr(source, "orphan_annotations", 0):
         settings["orphan_annotations"] = source.orphan_annotations
-    return Manifest(schema=schema, splits=splits, class_names=list(source.class_names or []),
+    class_names = list(source.class_names or [])
+    names_of = getattr(source, "manifest_class_names", None)
+    if names_of is not None:  # segmentation folders without a classes file: from the masks
+        totals: dict[str, int] = {}
+        for split_totals in split_stats.values():
+            for k, v in split_totals.items():
+                totals[k] = totals.get(k, 0) + v
+        class_names = names_of(totals)
+    return Manifest(schema=schema, splits=splits, class_names=class_names,
                     compression=compression, source=source.settings(), settings=settings)

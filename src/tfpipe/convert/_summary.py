@@ -11,7 +11,8 @@ from tfpipe.records import Manifest
 def conversion_summary(manifest: Manifest, out: str | os.PathLike[str] | None = None
                        ) -> dict[str, Any]:
     """Per split: records, shards, bytes, inputs skipped (and box counts for
-    detection sets); the class names; every skipped input with its reason; for a
+    detection sets, mask counts and the share of pixels per class value for
+    segmentation sets); the class names; every skipped input with its reason; for a
     table, what storing its values changed ("table": nulls dropped from lists,
     float64 / time columns narrowed, with their largest error)."""
     stats = manifest.settings.get("stats", {})
@@ -19,7 +20,7 @@ def conversion_summary(manifest: Manifest, out: str | os.PathLike[str] | None = 
     summary.update({
         "splits": {name: {"records": info.num_records, "shards": len(info.shards),
                           "bytes": info.num_bytes, "skipped": len(info.skipped),
-                          **({"boxes": stats[name]} if name in stats else {})}
+                          **_counters(stats.get(name))}
                    for name, info in manifest.splits.items()},
         "class_names": list(manifest.class_names),
         "skipped": {name: [s.to_json() for s in info.skipped]
@@ -30,3 +31,18 @@ def conversion_summary(manifest: Manifest, out: str | os.PathLike[str] | None = 
     if normalized:
         summary["table"] = normalized
     return summary
+
+
+def _counters(stats: dict[str, int] | None) -> dict[str, Any]:
+    """A split's converter counters: {"boxes": ...} or {"masks": ...} (segmentation)."""
+    if not stats:
+        return {}
+    if "masks" not in stats:
+        return {"boxes": stats}
+    pixels = {k.split("/", 1)[1].lstrip("0") or "0": v for k, v in stats.items()
+              if k.startswith("mask_pixels/")}
+    total = sum(pixels.values()) or 1
+    masks = {k: v for k, v in stats.items() if not k.startswith("mask_pixels/")}
+    masks["class_pixels"] = pixels
+    masks["class_share"] = {k: v / total for k, v in pixels.items()}
+    return {"masks": masks}

@@ -25,7 +25,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from tfpipe.records import Manifest, shard_name
+from tfpipe.records import MASK_KEY, Manifest, shard_name
 
 DATASET_INFO = "dataset_info.json"
 FEATURES = "features.json"
@@ -69,6 +69,14 @@ def _image() -> dict[str, Any]:
             "image": {"dtype": "uint8", "shape": {"dimensions": ["-1", "-1", "3"]}}}
 
 
+def _mask_image() -> dict[str, Any]:
+    # The class mask: one channel, read back as uint8 [H, W, 1] class indices
+    # (TFDS decodes PNG losslessly; encodingFormat png is what convert stores).
+    return {"pythonClassName": _PY + "image_feature.Image",
+            "image": {"dtype": "uint8", "encodingFormat": "png",
+                      "shape": {"dimensions": ["-1", "-1", "1"]}}}
+
+
 def _features_dict(features: dict[str, Any]) -> dict[str, Any]:
     return {"pythonClassName": _DICT, "featuresDict": {"features": features}}
 
@@ -84,6 +92,7 @@ def tfds_features(manifest: Manifest) -> tuple[dict[str, Any], dict[str, list[st
     """(features.json content, {labels file name: class names}) for `manifest`'s schema.
 
     - ``image/encoded`` -> Image (uint8, [H, W, 3]);
+    - ``image/segmentation/class/encoded`` -> Image (uint8, [H, W, 1]: class indices);
     - ``image/class/label`` -> ClassLabel with the manifest's class names;
     - every ``image/object/*`` (all var) -> one Sequence under ``image/object``, so
       ``ex["image/object"]["bbox"]["xmin"]`` is a [num_boxes] float32 tensor and
@@ -102,6 +111,9 @@ def tfds_features(manifest: Manifest) -> tuple[dict[str, Any], dict[str, list[st
         if name == "image/encoded" and spec.dtype == "string" and spec.kind == "fixed" \
                 and not spec.shape:
             return _image()
+        if name == MASK_KEY and spec.dtype == "string" and spec.kind == "fixed" \
+                and not spec.shape:
+            return _mask_image()
         if spec.dtype == "int64" and with_names and (
                 (name == "image/class/label" and spec.kind == "fixed" and not spec.shape)
                 or (name == "image/object/class/label" and in_sequence)):
@@ -191,6 +203,9 @@ def dataset_info(manifest: Manifest, name: str | None = None) -> dict[str, Any]:
             and _labels_survive(list(manifest.class_names))):
         out["supervisedKeys"] = {"tuple": {"items": [{"featureKey": "image/encoded"},
                                                      {"featureKey": "image/class/label"}]}}
+    elif "image/encoded" in schema and MASK_KEY in schema:
+        out["supervisedKeys"] = {"tuple": {"items": [{"featureKey": "image/encoded"},
+                                                     {"featureKey": MASK_KEY}]}}
     return out
 
 

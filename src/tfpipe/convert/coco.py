@@ -1,4 +1,4 @@
-"""COCO-style detection JSON -> detection records.
+"""COCO-style JSON -> detection records, or segmentation records (task="segmentation").
 
 Boxes are stored normalized to [0, 1] as the four `image/object/bbox/*` lists;
 `image/object/class/label` is the contiguous index of the category in sorted
@@ -10,6 +10,13 @@ Invalid boxes (`invalid_boxes`):
 - `drop`: every box not fully inside the image is dropped, as are degenerate ones.
 - `raise`: any such box stops the conversion with InputError naming image and annotation.
 Counts of kept, clipped and dropped boxes go into the manifest.
+
+Segmentation (`task="segmentation"`): each image gets ONE class mask (see
+`_rasterize`): background 0, the annotation of the k-th category in
+sorted id order k + 1, `iscrowd` regions 255 (ignore); annotations are painted
+in their order in the file, a later one over an earlier one. Polygons and RLE
+(counts list or compressed string) are rasterized as pycocotools does
+(`tfpipe.convert._rasterize`). class_names[0] is "background".
 """
 
 from __future__ import annotations
@@ -20,13 +27,18 @@ import os
 from pathlib import Path
 from typing import Any
 
+from tfpipe.convert._mask import IGNORE, class_counts, encode_mask, histogram
 from tfpipe.convert._plan import Item
+from tfpipe.convert._rasterize import BadSegmentation, annotation_mask
 from tfpipe.convert._source import (MAX_INPUT_BYTES, BadInput, Enumeration, Source,
                                     file_size, image_values, read_image)
-from tfpipe.records import Schema, detection_schema
+from tfpipe.records import (MASK_FORMAT_KEY, MASK_KEY, Schema, detection_schema,
+                            segmentation_schema)
 from tfpipe.errors import ConfigError, InputError
 
 BOX_POLICIES = ("clip", "drop", "raise")
+COCO_TASKS = ("detection", "segmentation")
+BACKGROUND = "background"
 DETECTION_KEYS = ("image/object/bbox/xmin", "image/object/bbox/ymin",
                   "image/object/bbox/xmax", "image/object/bbox/ymax",
                   "image/object/class/label", "image/object/class/text")
@@ -54,7 +66,11 @@ class CocoSource(Source):
     kind = "coco"
 
     def __init__(self, json_path: str | os.PathLike[str], *, images: str | None = None,
-                 invalid_boxes: str = "clip") -> None:
+                 invalid_boxes: str = "clip", task: str = "detection") -> None:
+        if task not in COCO_TASKS:
+            raise ConfigError(f"task must be one of {', '.join(COCO_TASKS)} for a COCO file, "
+                              f"got {task!r}")
+        self.task = task
         if invalid_boxes not in BOX_POLICIES:
             raise ConfigError(f"invalid_boxes must be one of {', '.join(BOX_POLICIES)}, "
                               f"got {invalid_boxes!r}")
@@ -86,6 +102,11 @@ class CocoSource(Source):
             cat_ids[cat["id"]] = str(cat.get("name", cat["id"]))
         self.category_ids = sorted(cat_ids)
         self.class_names = [cat_ids[c] for c in self.category_ids]
+        if task == "segmentation":  # mask value 0 is the background
+            if len(self.category_ids) > IGNORE - 1:
+                raise InputError(f"{path}: {len(self.category_ids)} categories; a class mask "
+                                 f"holds 1..{IGNORE - 1} (0 = background, {IGNORE} = ignore)")
+            self.class_names = [BACKGROUND] + self.class_names
         self._images: list[dict[str, Any]] = data["images"]
         self._annotations: list[Any] = data.get("annotations", [])
         self._path = str(path)
@@ -125,6 +146,12 @@ class CocoSource(Source):
             anns, reason = [], None
             for ann_index, ann in by_image.get(image_id, []):
                 ann_id = ann.get("id", f"#{ann_index}")
+                if self.task == "segmentation":
+                    entry, reason = _segmentation_entry(ann, str(ann_id), index_of)
+                    if reason is not None:
+                        break
+                    anns.append(entry)
+                    continue
                 bbox = ann.get("bbox")
                 if not isinstance(bbox, list) or len(bbox) != 4:
                     reason = f"annotation {ann_id}: bbox must be [x, y, width, height]"
@@ -156,9 +183,11 @@ class CocoSource(Source):
         return out
 
     def schema(self) -> Schema:
-        return detection_schema()
+        return segmentation_schema() if self.task == "segmentation" else detection_schema()
 
     def settings(self) -> dict[str, Any]:
+        if self.task == "segmentation":
+            return {"format": self.kind, "task": self.task, "category_ids": self.category_ids}
         return {"format": self.kind, "invalid_boxes": self.invalid_boxes,
                 "category_ids": self.category_ids}
 
@@ -169,6 +198,12 @@ class CocoSource(Source):
                 json_w is not None and json_w != info.width):
             raise BadInput(f"size in the JSON ({json_w}x{json_h}) differs from the image "
                            f"header ({info.width}x{info.height}); boxes would be wrong")
+        if self.task == "segmentation":
+            values = image_values(data, info, file_name, image_id)
+            mask, stats = _rasterize(anns, info.height, info.width, item.label)
+            values[MASK_KEY] = encode_mask(mask)
+            values[MASK_FORMAT_KEY] = b"png"
+            return values, stats
         height, width = float(info.height), float(info.width)
         stats = {"boxes": 0, "boxes_clipped": 0, "boxes_dropped": 0}
         cols: dict[str, list[Any]] = {k: [] for k in DETECTION_KEYS}
@@ -206,3 +241,57 @@ class CocoSource(Source):
         values = image_values(data, info, file_name, image_id)
         values.update(cols)
         return values, stats
+
+
+def _segmentation_entry(ann: dict[str, Any], ann_id: str, index_of: dict[int, int]
+                        ) -> tuple[list[Any], str | None]:
+    """[annotation id, segmentation, mask value] of one annotation, or a reason it is bad."""
+    if ann.get("category_id") not in index_of:
+        return [], (f"annotation {ann_id}: category_id {ann.get('category_id')!r} "
+                    "is not in categories")
+    segm = ann.get("segmentation")
+    if isinstance(segm, list):
+        for poly in segm:
+            if not isinstance(poly, list) or not all(
+                    isinstance(v, (int, float)) and not isinstance(v, bool)
+                    and math.isfinite(v) for v in poly):
+                return [], (f"annotation {ann_id}: a polygon must be a list of finite "
+                            "numbers [x0, y0, x1, y1, ...]")
+            if len(poly) % 2:
+                return [], (f"annotation {ann_id}: a polygon has an odd number "
+                            f"({len(poly)}) of coordinates")
+    elif isinstance(segm, dict):
+        counts = segm.get("counts")
+        if not isinstance(segm.get("size"), list) or not (
+                isinstance(counts, str) or (isinstance(counts, list) and all(
+                    isinstance(c, int) and not isinstance(c, bool) for c in counts))):
+            return [], (f"annotation {ann_id}: an RLE segmentation needs 'size' [h, w] and "
+                        "'counts' (a list of ints, or a compressed string)")
+    else:
+        return [], (f"annotation {ann_id}: needs a 'segmentation' (polygons or RLE) for "
+                    "task 'segmentation'")
+    value = IGNORE if ann.get("iscrowd") else index_of[ann["category_id"]] + 1
+    return [ann_id, segm, value], None
+
+
+def _rasterize(anns: list[Any], height: int, width: int, label: str
+               ) -> tuple[Any, dict[str, int]]:
+    """The class mask of one image: annotations painted in file order over 0."""
+    import numpy as np
+
+    mask = np.zeros((height, width), dtype=np.uint8)
+    stats = {"masks": 1, "annotations": 0, "polygons_dropped": 0}
+    for ann_id, segm, value in anns:
+        if isinstance(segm, list):
+            # Fewer than 3 points has no area (pycocotools would even read 2 points as a box).
+            kept = [p for p in segm if len(p) >= 6]
+            stats["polygons_dropped"] += len(segm) - len(kept)
+            segm = kept
+        try:
+            region = annotation_mask(segm, height, width)
+        except BadSegmentation as exc:
+            raise BadInput(f"annotation {ann_id}: {exc}") from None
+        mask[region] = value
+        stats["annotations"] += 1
+    stats.update(class_counts(histogram(mask)))
+    return mask, stats

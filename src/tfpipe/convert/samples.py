@@ -33,7 +33,8 @@ def make_coco(out_dir: str | Path, *, num_images: int = 20, seed: int = 0,
 
     Each image is a crop of a background photo with 0..max_objects patches of the
     object photos pasted at random places (later patches may cover earlier ones;
-    boxes are the pasted rectangles, in COCO [x, y, width, height] pixels).
+    boxes are the pasted rectangles, in COCO [x, y, width, height] pixels, and
+    each annotation's `segmentation` is its rectangle as a polygon).
     """
     out = Path(out_dir)
     (out / "images").mkdir(parents=True, exist_ok=True)
@@ -56,8 +57,11 @@ def make_coco(out_dir: str | Path, *, num_images: int = 20, seed: int = 0,
             y = int(rng.integers(0, h - ph + 1))
             x = int(rng.integers(0, w - pw + 1))
             canvas[y:y + ph, x:x + pw] = src[sy:sy + ph, sx:sx + pw]
+            # The patch as a polygon too (--task segmentation): painted in file order,
+            # later over earlier, the class masks match what the image shows.
+            polygon = [x, y, x + pw, y, x + pw, y + ph, x, y + ph]
             annotations.append({"id": len(annotations) + 1, "image_id": i + 1,
-                                "category_id": _CATEGORY_IDS[k],
+                                "category_id": _CATEGORY_IDS[k], "segmentation": [polygon],
                                 "bbox": [x, y, pw, ph], "area": pw * ph, "iscrowd": 0})
         fmt = "png" if rng.random() < png_fraction else "jpeg"
         name = f"images/{i:05d}.{'png' if fmt == 'png' else 'jpg'}"

@@ -11,6 +11,7 @@ import tensorflow as tf
 from tfpipe.errors import ConfigError
 from tfpipe.pipeline._settings import Settings
 from tfpipe.pipeline._source import effective_cycle, shards_identity
+from tfpipe.pipeline._tasks import task_of
 
 
 def _cache_path(s: Settings, split: str, files: list[str], worker: tuple[int, int],
@@ -26,6 +27,7 @@ def _cache_path(s: Settings, split: str, files: list[str], worker: tuple[int, in
     keys = ("data_path", "task", "channels", "on_error")
     if what == "decoded":
         keys += ("image_size", "eval_crop_fraction", "max_boxes", "dct_scaling")
+        keys += task_of(s).cache_keys  # (none for the first tasks: their names as before)
     if s.keys is not None:  # a mapping changes what is parsed; without one, the names as before
         keys += ("keys",)
     tag = s.fingerprint(*keys)

@@ -29,6 +29,7 @@ IMAGE_KEY = "image/encoded"
 LABEL_KEY = "image/class/label"
 BOX_KEYS = tuple(f"image/object/bbox/{k}" for k in ("ymin", "xmin", "ymax", "xmax"))
 BOX_LABEL_KEY = "image/object/class/label"
+MASK_KEY = "image/segmentation/class/encoded"  # one single-channel PNG: class per pixel
 
 # role -> (tfpipe's own key(s), dtype, one value per record?)
 ROLES: dict[str, tuple[Any, str, bool]] = {
@@ -37,16 +38,17 @@ ROLES: dict[str, tuple[Any, str, bool]] = {
     "class_text": ("image/class/text", "string", True),
     "boxes": (BOX_KEYS, "float32", False),
     "box_labels": (BOX_LABEL_KEY, "int64", False),
-    "mask": ("image/segmentation/class/encoded", "string", True),
+    "mask": (MASK_KEY, "string", True),
     "keypoints": ("image/object/keypoint/x", "float32", False),
     "height": ("image/height", "int64", True),
     "width": ("image/width", "int64", True),
     "filename": ("image/filename", "string", True),
 }
-# roles each task reads; `mask` and `keypoints` wait for their tasks (#23/#24)
+# roles each task reads; `keypoints` waits for its task (#24)
 TASK_ROLES = {"classification": ("image", "label"),
-              "detection": ("image", "boxes", "box_labels")}
-NOT_YET = ("mask", "keypoints")
+              "detection": ("image", "boxes", "box_labels"),
+              "segmentation": ("image", "mask")}
+NOT_YET = ("mask", "keypoints")  # refused (or, derived, dropped) unless the task reads them
 _CONVENTIONS = ("box_format", "box_units")
 
 
@@ -91,18 +93,19 @@ def resolve(mapping: dict[str, Any] | None, derived: dict[str, Any] | None, sche
     if not mapping and not derived:
         return None
     given = dict(mapping or {})
-    for role in NOT_YET:
+    needed = TASK_ROLES.get(task, ("image",))
+    not_yet = [r for r in NOT_YET if r not in needed]
+    for role in not_yet:
         if role in given:
             raise ConfigError(f"data.keys.{role}: data.task {task!r} does not use {role}s yet "
                               "(they are carried once the segmentation / keypoint tasks "
                               f"exist); drop data.keys.{role}")
-    merged = {r: v for r, v in (derived or {}).items() if r not in NOT_YET}
+    merged = {r: v for r, v in (derived or {}).items() if r not in not_yet}
     if "boxes" in given:  # the conventions belong to the boxes they describe
         for c in _CONVENTIONS:
             merged.pop(c, None)
     merged.update(given)
     conventions = {c: merged.pop(c) for c in _CONVENTIONS if c in merged}
-    needed = TASK_ROLES.get(task, ("image",))
     for role in needed:  # unmapped: tfpipe's own key, when the records have it
         own = ROLES[role][0]
         if role not in merged and all(k in schema for k in (own if isinstance(own, tuple)

@@ -50,6 +50,7 @@ CONFIG_KEYS = {
     "std": "data.normalize.std", "label_format": "data.label_format",
     "num_classes": "data.num_classes", "eval_crop_fraction": "data.eval_crop_fraction",
     "max_boxes": "data.max_boxes", "dct_scaling": "data.dct_scaling", "keys": "data.keys",
+    "ignore_label": "data.ignore_label",
     "batch_size": "pipeline.batch_size",
     "shuffle_buffer": "pipeline.shuffle_buffer", "interleave_cycle": "pipeline.interleave_cycle",
     "drop_remainder": "pipeline.drop_remainder", "on_error": "pipeline.on_error",
@@ -73,6 +74,8 @@ def hashed_settings(s: Settings) -> dict[str, Any]:
         del values["pixel_stage"]
     if values.get("label_offset") == 0:  # likewise for data.label_offset
         del values["label_offset"]
+    if values.get("task") != "segmentation":  # only masks read data.ignore_label
+        values.pop("ignore_label", None)
     values["data_path"] = _norm_path(s.data_path)
     return json.loads(json.dumps(values, sort_keys=True, default=str))
 

@@ -80,6 +80,9 @@ class Settings:
     # `data.keys` as plain values (`KeysConfig.mapped`): tfpipe role -> record key;
     # None: tfpipe's own keys (pipeline/_keys.py)
     keys: Any = None
+    # segmentation: the mask's fill outside the source and in eval padding
+    # (data.ignore_label); left out of the hashes of the other tasks
+    ignore_label: int = 255
 
     def active(self, section: str) -> list[Op]:
         """Enabled ops of `geometry` / `pixel` / `batch` with p > 0, in order."""
@@ -130,6 +133,7 @@ def settings(config: Any) -> Settings:
         dct_scaling=bool(data.dct_scaling),
         label_offset=int(data.label_offset),
         keys=None if data.keys is None else data.keys.mapped(),
+        ignore_label=int(data.ignore_label),
         batch_size=int(pipe.batch_size),
         shuffle_buffer=int(pipe.shuffle_buffer),
         num_parallel_calls=int(pipe.tf_value("num_parallel_calls")),

@@ -20,7 +20,7 @@ import tensorflow as tf
 
 from tfpipe.config import TASK_RULES, TaskRules
 from tfpipe.errors import ConfigError
-from tfpipe.pipeline._keys import BOX_KEYS, IMAGE_KEY
+from tfpipe.pipeline._keys import BOX_KEYS, IMAGE_KEY, MASK_KEY
 
 Element = dict[str, tf.Tensor]
 
@@ -86,6 +86,14 @@ def _box_targets(s: Any, n: int) -> dict[str, list[int]]:
     return {"boxes": [n, s.max_boxes, 4], "classes": [n, s.max_boxes], "num_boxes": [n]}
 
 
+def _image_mask(e: Element) -> tuple[tf.Tensor, tf.Tensor]:
+    return e["image"], e["mask"]
+
+
+def _mask_targets(s: Any, n: int) -> dict[str, list[int]]:
+    return {"mask": [n, s.image_size[0], s.image_size[1], 1]}
+
+
 @dataclass(frozen=True)
 class Task:
     """One task: how its pipeline is built and what the rest of tfpipe may ask of it.
@@ -105,6 +113,8 @@ class Task:
       per task where they can; the builder names these when it meets another);
     - `block_path`: whole blocks of records may become batches (`_block`);
     - `serving`: `pipeline.serving` / `tfpipe export` build its serving graph;
+    - `cache_keys`: settings beyond the common ones that shape its decoded
+      elements (named in a decoded cache's file name: `_caching`);
     - `rules`: its row of `tfpipe.config.TASK_RULES` (ops, pixel_stage device).
     """
 
@@ -118,6 +128,7 @@ class Task:
     batch_ops: tuple[str, ...] = ()
     block_path: bool = False
     serving: bool = False
+    cache_keys: tuple[str, ...] = ()
     rules: TaskRules = field(default_factory=lambda: TaskRules("tabular"))
 
     def make(self, s: Any, epoch_seed: tf.Tensor, worker: tuple[int, int],
@@ -146,6 +157,9 @@ TASKS: dict[str, Task] = {t.name: t for t in (
          rules=TASK_RULES["classification"]),
     Task("detection", builder="_detect:Detect", required_keys=(IMAGE_KEY, *BOX_KEYS),
          targets=_box_targets, batch_ops=("mosaic", "mixup"), rules=TASK_RULES["detection"]),
+    Task("segmentation", builder="_segment:Segment", required_keys=(IMAGE_KEY, MASK_KEY),
+         supervised=_image_mask, targets=_mask_targets, batch_ops=("cutmix", "mosaic"),
+         serving=True, cache_keys=("ignore_label",), rules=TASK_RULES["segmentation"]),
 )}
 
 #: A config with a `features:` section: tables, (features, label) batches (docs/tabular.md).

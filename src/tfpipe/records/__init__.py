@@ -29,6 +29,8 @@ from tfpipe.records.manifest import (
 )
 from tfpipe.records.salvage import DatasetSalvageReport, SalvageReport, salvage, salvage_dataset
 from tfpipe.records.schema import (
+    MASK_FORMAT_KEY,
+    MASK_KEY,
     SCHEMA_VERSION,
     VERSION_KEY,
     FeatureSpec,
@@ -37,6 +39,7 @@ from tfpipe.records.schema import (
     detection_schema,
     infer_schema,
     known_feature,
+    segmentation_schema,
 )
 from tfpipe.records.source import (
     RecordSource,
@@ -70,5 +73,5 @@ __all__ = [
     "open_source", "parse_size", "record_summary", "salvage", "salvage_dataset", "summarize",
     "verify", "scan", "scan_file", "schema_from_example", "shard_name", "shard_entries", "shard_problems",
     "shard_record_counts", "shard_sizes", "tfds_manifest", "write_shard", "write_shard_frames",
-    "ColumnarEncoder",
+    "ColumnarEncoder", "MASK_FORMAT_KEY", "MASK_KEY", "segmentation_schema",
 ]

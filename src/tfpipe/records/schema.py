@@ -245,9 +245,23 @@ def detection_schema() -> Schema:
     ])
 
 
+MASK_KEY = "image/segmentation/class/encoded"
+"""Semantic segmentation: one single-channel 8-bit PNG per image, pixel = class index."""
+MASK_FORMAT_KEY = "image/segmentation/class/format"
+
+
+def segmentation_schema() -> Schema:
+    """Image + its class mask (TF Model Garden / OD API keys): a lossless
+    single-channel PNG of the image's size, pixel = class index, 255 = ignore."""
+    return Schema(_image_features() + [
+        _s(MASK_KEY, "string"),
+        _s(MASK_FORMAT_KEY, "string", default="png"),
+    ])
+
+
 def known_feature(name: str) -> FeatureSpec | None:
     """The standard spec for a well-known key (used for defaults and inference)."""
-    for schema in (classification_schema(), detection_schema()):
+    for schema in (classification_schema(), detection_schema(), segmentation_schema()):
         if name in schema:
             return schema[name]
     return None

@@ -7,7 +7,10 @@ Findings beyond the framing kinds of `scan_file`:
 and with ``deep=True``: ``bad-example`` (not an Example, or not matching the
 manifest's schema), ``bad-image`` (does not decode, a JPEG whose strict decode
 reports a libjpeg warning -- a damaged scan TF would fill with gray -- or a
-decoded size that differs from the stored one), ``bad-box``, ``bad-label``.
+decoded size that differs from the stored one), ``bad-box``, ``bad-label``,
+``bad-mask`` (a segmentation mask, ``image/segmentation/class/encoded``, that
+does not decode as a single-channel PNG of the image's size, or holds a class
+value outside the manifest's classes other than 255 = ignore).
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ from tfpipe.records.codec import decode_example
 from tfpipe.records.framing import Finding, _Buffer, detect_compression, walk
 from tfpipe.records.imagecheck import is_jpeg, jpeg_damage
 from tfpipe.records.manifest import MANIFEST_NAME, Manifest
-from tfpipe.records.schema import Schema
+from tfpipe.records.schema import MASK_KEY, Schema
 from tfpipe.records.splits import directory_shards
 from tfpipe.records.writer import SHARD_NAME_RE
 
@@ -128,6 +131,7 @@ class _DeepChecker:
         names = ex.get("image/filename") or ex.get("image/source_id") or []
         name = names[0].decode("utf-8", "replace") if names and names[0] else ""
         which = f"image {name!r} ({key!r})" if name else repr(key)
+        size: tuple[int, int] | None = None  # the image's decoded height, width
         damage = jpeg_damage(enc[0]) if enc and is_jpeg(enc[0]) else None
         if damage is not None:
             # TF would decode it (gray where the data is missing): a strict
@@ -142,9 +146,12 @@ class _DeepChecker:
                 out.append(f("bad-image", f"{which} does not decode: {msg[:200]}"))
             else:
                 h, w = ex.get("image/height", [None])[0], ex.get("image/width", [None])[0]
+                size = (int(img.shape[0]), int(img.shape[1]))
                 if h is not None and w is not None and (h, w) != img.shape[:2]:
                     out.append(f("bad-image", f"{which}: decoded size {img.shape[0]}x{img.shape[1]} "
                                  f"differs from image/height x image/width {h}x{w}"))
+        if ex.get(MASK_KEY):
+            out.extend(f("bad-mask", m) for m in self._mask_findings(ex[MASK_KEY][0], size, name))
         boxes = [ex.get(f"image/object/bbox/{k}") for k in ("ymin", "xmin", "ymax", "xmax")]
         if any(b is not None for b in boxes):
             lens = {len(b or []) for b in boxes}
@@ -169,6 +176,33 @@ class _DeepChecker:
             if bad:
                 out.append(f("bad-label", f"labels {bad[:5]} outside [0, {self.num_classes})"))
         return out
+
+    def _mask_findings(self, data: bytes, size: tuple[int, int] | None,
+                       name: str) -> list[str]:
+        """A mask that is not a 1-channel PNG of the image's size, or holds unknown classes."""
+        which = f"mask of image {name!r} ({MASK_KEY!r})" if name else repr(MASK_KEY)
+        tf = self.tf
+        try:
+            if not bytes(data[:8]) == b"\x89PNG\r\n\x1a\n":
+                raise ValueError("not a PNG")
+            mask = tf.io.decode_png(data, channels=0).numpy()
+        except Exception as e:  # noqa: BLE001
+            return [f"{which} does not decode: {tf_error_text(e)[:200]}"]
+        problems = []
+        if mask.shape[-1] != 1:
+            problems.append(f"{which} has {mask.shape[-1]} channels; a class mask has 1")
+        if size is not None and tuple(mask.shape[:2]) != size:
+            problems.append(f"{which} is {mask.shape[0]}x{mask.shape[1]}, its image "
+                            f"{size[0]}x{size[1]} (height x width)")
+        if self.num_classes:
+            import numpy as np
+
+            values = np.unique(mask)
+            bad = values[(values >= self.num_classes) & (values != 255)]
+            if bad.size:
+                problems.append(f"{which} has class values {bad.tolist()[:5]} outside "
+                                f"[0, {self.num_classes}) and not 255 (ignore)")
+        return problems
 
 
 def _check_file(path: str, compression: str | None, report: VerifyReport,
