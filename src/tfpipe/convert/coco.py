@@ -71,6 +71,8 @@ class CocoSource(Source):
             raise ConfigError(f"task must be one of {', '.join(COCO_TASKS)} for a COCO file, "
                               f"got {task!r}")
         self.task = task
+        # the records' targets: one class mask per image, or boxes
+        self.masks = task == "segmentation"
         if invalid_boxes not in BOX_POLICIES:
             raise ConfigError(f"invalid_boxes must be one of {', '.join(BOX_POLICIES)}, "
                               f"got {invalid_boxes!r}")
@@ -146,7 +148,7 @@ class CocoSource(Source):
             anns, reason = [], None
             for ann_index, ann in by_image.get(image_id, []):
                 ann_id = ann.get("id", f"#{ann_index}")
-                if self.task == "segmentation":
+                if self.masks:
                     entry, reason = _segmentation_entry(ann, str(ann_id), index_of)
                     if reason is not None:
                         break
@@ -183,10 +185,10 @@ class CocoSource(Source):
         return out
 
     def schema(self) -> Schema:
-        return segmentation_schema() if self.task == "segmentation" else detection_schema()
+        return segmentation_schema() if self.masks else detection_schema()
 
     def settings(self) -> dict[str, Any]:
-        if self.task == "segmentation":
+        if self.masks:
             return {"format": self.kind, "task": self.task, "category_ids": self.category_ids}
         return {"format": self.kind, "invalid_boxes": self.invalid_boxes,
                 "category_ids": self.category_ids}
@@ -198,7 +200,7 @@ class CocoSource(Source):
                 json_w is not None and json_w != info.width):
             raise BadInput(f"size in the JSON ({json_w}x{json_h}) differs from the image "
                            f"header ({info.width}x{info.height}); boxes would be wrong")
-        if self.task == "segmentation":
+        if self.masks:
             values = image_values(data, info, file_name, image_id)
             mask, stats = _rasterize(anns, info.height, info.width, item.label)
             values[MASK_KEY] = encode_mask(mask)

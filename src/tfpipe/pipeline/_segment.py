@@ -36,7 +36,7 @@ from tfpipe.pipeline._detect_geometry import op_matrix, resample_settings
 from tfpipe.pipeline._pixel_stage import KEYS, PixelStage, check_pixel_stage
 from tfpipe.pipeline._plan import SampleSeeds
 from tfpipe.pipeline._settings import Settings
-from tfpipe.pipeline._source import IMAGE_KEY, MASK_KEY
+from tfpipe.pipeline._keys import IMAGE_KEY, MASK_KEY
 from tfpipe.pipeline.fast import normalizer
 
 _BATCH_OPS = ("mosaic", "cutmix")
