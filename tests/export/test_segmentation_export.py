@@ -152,25 +152,34 @@ def _decoded_size(blob: bytes) -> tuple[int, int]:
         return im.height, im.width
 
 
-def _eval_images(config, n: int) -> np.ndarray:
+def _eval_images(config, n: int) -> tuple[np.ndarray, set[str]]:
+    """The eval pipeline's images by sample index, and the ops of its graph."""
     from tfpipe import build_pipeline
 
+    ds = build_pipeline(config, split="val", keep_index=True)
     by_index = {}
-    for batch in build_pipeline(config, split="val", keep_index=True):
+    for batch in ds:
         for i, idx in enumerate(batch["index"].numpy()):
             by_index[int(idx)] = batch["image"][i].numpy()
     assert sorted(by_index) == list(range(n))
-    return np.stack([by_index[i] for i in range(n)])
+    g = tf.compat.v1.GraphDef.FromString(ds._as_serialized_graph(  # noqa: SLF001
+        external_state_policy=tf.data.experimental.ExternalStatePolicy.IGNORE).numpy())
+    ops = {n.op for n in g.node} | {n.op for f in g.library.function for n in f.node_def}
+    return np.stack([by_index[i] for i in range(n)]), ops
 
 
 # ------------------------------------------------------------------ tests
 @pytest.mark.slow  # the fresh process
 def test_fresh_process_is_the_eval_pipeline_and_class_map_is_the_oracle(
         seg_fresh, seg_config, seg_blobs, seg_model):
-    from tfpipe import augment
+    from tfpipe import augment, native
 
     assert seg_fresh["tfpipe_loaded"] is False
-    want = _eval_images(seg_config, len(seg_blobs))
+    want, ops = _eval_images(seg_config, len(seg_blobs))
+    if native.available():  # then it is the native decode vs its pure-TF twin
+        assert "TfpipeDecodeJpegStrict" in ops, ops
+    assert any(b.startswith(b"\xff\xd8") for b in seg_blobs)
+    assert any(b.startswith(b"\x89PNG") for b in seg_blobs)
     got = seg_fresh["image"]
     assert got.dtype == want.dtype == np.float32 and got.shape == want.shape
     for i in range(len(seg_blobs)):
@@ -281,12 +290,16 @@ def test_bad_input_names_the_element(seg_loaded, seg_blobs):
 
 
 @pytest.mark.parametrize("make,match", [
-    (lambda k: k.layers.Conv2D(K, 3, strides=2, padding="same"),
-     r"per-pixel scores \[batch, 40, 56, num_classes\].*UpSampling2D"),
-    (lambda k: k.layers.Conv2D(1, 1), r"1 channel per pixel.*num_classes >= 2"),
-    (lambda k: k.layers.Conv2D(5, 1), r"returns 5 classes per pixel, data.num_classes is 4"),
-    (lambda k: k.Sequential([k.layers.GlobalAveragePooling2D(), k.layers.Dense(K)]),
-     r"per-pixel scores"),
+    pytest.param(lambda k: k.layers.Conv2D(K, 3, strides=2, padding="same"),
+                 r"per-pixel scores \[batch, 40, 56, num_classes\].*UpSampling2D",
+                 id="stride-2"),
+    pytest.param(lambda k: k.layers.Conv2D(1, 1), r"1 channel per pixel.*num_classes >= 2",
+                 id="one-channel"),
+    pytest.param(lambda k: k.layers.Conv2D(5, 1),
+                 r"returns 5 classes per pixel, data.num_classes is 4", id="num-classes"),
+    pytest.param(lambda k: k.Sequential([k.layers.GlobalAveragePooling2D(),
+                                         k.layers.Dense(K)]),
+                 r"per-pixel scores", id="classifier"),
 ])
 def test_refused_models(seg_config, tmp_path, make, match):
     import keras
@@ -307,3 +320,23 @@ def test_tflite_is_refused_for_segmentation(seg_config, seg_model, tmp_path):
     with pytest.raises(ExportError, match="tflite.*segmentation"):
         export_serving(seg_config, seg_model, tmp_path / "o", warmup=0, serving_config=False,
                        tflite=True)
+
+
+def test_window_in_a_traced_graph_is_the_oracle_for_many_sizes():
+    """The letterbox window (float64 ops) traced in a graph, as the SavedModel runs it
+    (grappler applied), against the oracle for every height 1..1200 at widths around
+    the model's aspect and far from it: no size puts the served window (and so the
+    class map) off the pipeline's by a rounding."""
+    from tfpipe.pipeline.serving import EvalPreprocessing
+    from tfpipe.pipeline._settings import settings
+
+    pre = EvalPreprocessing(settings({"data": {"path": "unused", "task": "segmentation",
+                                               "image_size": list(SIZE)}}))
+    hs = np.arange(1, 1201)
+    sizes = np.array([(h, w) for w in (1, 7, 39, 55, 56, 57, 111, 640, 1999) for h in hs],
+                     np.int32)
+    got = tf.function(lambda s: tf.vectorized_map(pre.window, s))(tf.constant(sizes)).numpy()
+    want = np.array([oracle_window(int(h), int(w)) for h, w in sizes])
+    bad = np.flatnonzero((got != want).any(axis=1))
+    assert not bad.size, [(sizes[i].tolist(), got[i].tolist(), want[i].tolist())
+                          for i in bad[:5]]
