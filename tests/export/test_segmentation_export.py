@@ -340,3 +340,41 @@ def test_window_in_a_traced_graph_is_the_oracle_for_many_sizes():
     bad = np.flatnonzero((got != want).any(axis=1))
     assert not bad.size, [(sizes[i].tolist(), got[i].tolist(), want[i].tolist())
                           for i in bad[:5]]
+
+
+def test_class_map_follows_the_painted_shapes(seg_config, seg_data, seg_blobs):
+    """Ground truth instead of an oracle of the mapping: a 1x1 "colour model" (red ->
+    circle, green -> square, blue -> triangle, dark photo -> background: the sample
+    generator's palette) served by the same module; the class map at each request
+    image's size agrees with the record's own mask (decoded by PIL) off the shapes'
+    boundary ring and the few pixels the model's coarser grid moves."""
+    import keras
+
+    from tfpipe.export import SegmentServingModule
+    from tfpipe.pipeline.serving import eval_preprocessing
+
+    pre = eval_preprocessing(seg_config)
+    mean, std = np.array(pre.settings.mean), np.array(pre.settings.std)
+    norm = lambda v: (v / 255.0 - mean) / std  # noqa: E731 - the pipeline's normalize
+    kernel, bias = np.zeros((1, 1, 3, K)), np.zeros(K)
+    for k, c in ((1, 0), (2, 1), (3, 2)):  # class k is bright in channel c
+        kernel[0, 0, c, k] = 10.0
+        bias[k] = -10.0 * norm(170.0)[c]  # above any darkened photo pixel (<= 115)
+    conv = keras.layers.Conv2D(K, 1)
+    model = keras.Sequential([keras.Input((*SIZE, 3)), conv])
+    conv.set_weights([kernel, bias])
+    module = SegmentServingModule(model, pre, "logits")
+    got = module.serving_default(tf.constant(seg_blobs))
+    spec = {"image/segmentation/class/encoded": tf.io.FixedLenFeature([], tf.string)}
+    masks = [np.asarray(Image.open(io.BytesIO(tf.io.parse_single_example(r, spec)[
+        "image/segmentation/class/encoded"].numpy()))) for r in tf.data.TFRecordDataset(
+        [str(p) for p in sorted(seg_data.glob("val-*.tfrecord"))])]
+    agree = []
+    for i, mask in enumerate(masks):
+        h, w = mask.shape
+        assert got["image_size"][i].numpy().tolist() == [h, w]
+        cmap = got["class_map"][i, :h, :w].numpy()
+        known = mask != 255
+        agree.append(float((cmap == mask)[known].mean()))
+        assert (cmap[known & (mask > 0)] > 0).mean() > 0.9, i  # the shapes are found
+    assert min(agree) > 0.98 and np.mean(agree) > 0.99, agree
