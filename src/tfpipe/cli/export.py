@@ -30,9 +30,11 @@ import click
 @click.option("--base-path", default=None,
               help="models.config base_path (default: OUT/<name>, absolute; e.g. "
                    "/models/<name> inside a container).")
-@click.option("--top-k", type=click.IntRange(min=1), default=5, show_default=True)
+@click.option("--top-k", type=click.IntRange(min=1), default=5, show_default=True,
+              help="Classification: the top classes returned (not for segmentation).")
 @click.option("--tflite", is_flag=True,
-              help="Convert with the TFLite converter and compare with the SavedModel.")
+              help="Convert with the TFLite converter and compare with the SavedModel "
+                   "(classification).")
 @click.option("--overwrite", is_flag=True, help="Replace an existing OUT/<name>/<version>.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 def command(config: str, model_path: str, out_dir: str, sets: tuple[str, ...],
@@ -43,7 +45,10 @@ def command(config: str, model_path: str, out_dir: str, sets: tuple[str, ...],
 
     Signatures: serving_default (image_bytes -> outputs, probabilities,
     class_ids, classes, scores), preprocess (image_bytes -> image),
-    predict_preprocessed (image -> outputs). See docs/serving.md.
+    predict_preprocessed (image -> outputs). A segmentation config (data.task:
+    segmentation, a model returning [B, H, W, num_classes]): serving_default ->
+    class_map at each request image's size, image_size, window, scores,
+    model_class_map. See docs/serving.md.
     """
     from tfpipe.config import load_config, parse_set_options
     from tfpipe.errors import TfpipeError

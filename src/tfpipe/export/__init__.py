@@ -8,6 +8,8 @@
     preprocess(image_bytes)  -> image: the model input [None, H, W, C]
     predict_preprocessed(image) -> as serving_default
 
+(a segmentation config: serving_default -> class_map at each request image's
+size, image_size, window, scores, model_class_map; export/_segment.py)
 plus TF Serving's models.config, batching parameters and warm-up requests,
 and an SHA-256 manifest checked by `verify_export` (`tfpipe verify`).
 """
@@ -34,6 +36,8 @@ _LAZY: dict[str, tuple[str, str]] = {
         "WARMUP_FILE", "BatchingParameters", "ModelEntry", "ServingFileError",
         "check_batching_file", "check_models_config", "models_config_text", "parse_batching",
         "read_warmup", "warmup_records")},
+    **{n: ("tfpipe.export._segment", n) for n in ("SegmentServingModule",
+                                                   "class_map_at_size")},
     **{n: ("tfpipe.export._tflite", n) for n in ("tflite_report", "tflite_text")},
     **{n: ("tfpipe.export._tabular", n) for n in ("TabularServingModule", "tabular_request")},
 }
@@ -55,7 +59,8 @@ __all__ = [
     "ModelEntry", "RestBodyError", "ServingFileError", "ServingModule", "check_batching_file",
     "check_models_config", "decode_rest_body", "export_serving", "is_export",
     "models_config_text", "parse_batching", "read_warmup", "rest_predict", "rest_predict_body",
-    "rest_response", "sample_images", "signatures_of", "tabular_request", "TabularServingModule",
+    "rest_response", "sample_images", "SegmentServingModule", "class_map_at_size",
+    "signatures_of", "tabular_request", "TabularServingModule",
     "tflite_report", "tflite_text",
     "verify_export", "warmup_records",
 ]

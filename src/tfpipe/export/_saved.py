@@ -28,7 +28,7 @@ import tensorflow as tf
 
 from tfpipe._version import __version__
 from tfpipe.errors import ConfigError
-from tfpipe.export import _inputs, _manifest
+from tfpipe.export import _inputs, _manifest, _segment
 from tfpipe.export import _serving_files as sf
 from tfpipe.export._files import (  # noqa: F401 - also this module's names
     ExportError, ExportResult, _custom_ops, _load_model, _spec, save_for_serving,
@@ -260,6 +260,14 @@ def _export_into(config: Any, model: Any, out: Path, version: int, *, model_name
     names = class_names(config)
     keras_model = _load_model(model)
     _check_model_input(keras_model, pre)
+    segment = pre.per_pixel  # per-pixel classes (export/_segment.py)
+    if segment:
+        problem = _segment.output_problem(keras_model, pre)
+        if problem:
+            raise ExportError(problem)
+        if tflite:
+            raise ExportError("tflite: the TFLite check is built for classification "
+                              "exports only, not data.task 'segmentation'")
     if outputs_are == "auto":
         outputs_are = "probabilities" if _ends_in_softmax(keras_model) else "logits"
     batching = batching or sf.BatchingParameters()
@@ -267,7 +275,8 @@ def _export_into(config: Any, model: Any, out: Path, version: int, *, model_name
     model_dir = out / model_name
     final = model_dir / str(version)
     with staged_version(model_dir, version, overwrite) as tmp:
-        module = ServingModule(keras_model, pre, names, top_k, outputs_are)
+        module = (_segment.SegmentServingModule(keras_model, pre, outputs_are) if segment
+                  else ServingModule(keras_model, pre, names, top_k, outputs_are))
         concrete = module.signatures()
         save_for_serving(module, concrete, tmp)
         table = signature_table(concrete)
@@ -293,6 +302,9 @@ def _export_into(config: Any, model: Any, out: Path, version: int, *, model_name
                               "image_size when dct_scaling; PNG/GIF/BMP: decode_image then "
                               "the same window",
                     "resize": "bilinear, half-pixel centres, rounded + saturated to uint8"}}
+        if segment:
+            del meta["top_k"]
+            meta["preprocessing"] = _segment.preprocessing_meta(pre)
         _manifest.write_manifest(tmp, meta)
 
     result = ExportResult(str(out), model_name, version, str(final), table, names,

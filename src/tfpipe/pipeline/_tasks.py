@@ -112,7 +112,9 @@ class Task:
     - `batch_ops`: the L4 ops its builder runs (the config rules refuse the others
       per task where they can; the builder names these when it meets another);
     - `block_path`: whole blocks of records may become batches (`_block`);
-    - `serving`: `pipeline.serving` / `tfpipe export` build its serving graph;
+    - `serving`: what `pipeline.serving` / `tfpipe export` serve for it: None (no
+      serving graph), "classes" (one class distribution per image) or "class_map"
+      (a class per pixel, at the request image's size: export/_segment.py);
     - `cache_keys`: settings beyond the common ones that shape its decoded
       elements (named in a decoded cache's file name: `_caching`);
     - `rules`: its row of `tfpipe.config.TASK_RULES` (ops, pixel_stage device).
@@ -127,7 +129,7 @@ class Task:
     targets: Callable[[Any, int], dict[str, list[int]]] = _no_targets
     batch_ops: tuple[str, ...] = ()
     block_path: bool = False
-    serving: bool = False
+    serving: str | None = None
     cache_keys: tuple[str, ...] = ()
     rules: TaskRules = field(default_factory=lambda: TaskRules("tabular"))
 
@@ -153,13 +155,13 @@ def _resolve(name: str) -> Any:
 #: data.task -> its entry (the image tasks); `task_of` also knows tabular.
 TASKS: dict[str, Task] = {t.name: t for t in (
     Task("classification", builder="_classify:Classify", supervised=_image_label,
-         labels=True, batch_ops=("mixup", "cutmix"), block_path=True, serving=True,
+         labels=True, batch_ops=("mixup", "cutmix"), block_path=True, serving="classes",
          rules=TASK_RULES["classification"]),
     Task("detection", builder="_detect:Detect", required_keys=(IMAGE_KEY, *BOX_KEYS),
          targets=_box_targets, batch_ops=("mosaic", "mixup"), rules=TASK_RULES["detection"]),
     Task("segmentation", builder="_segment:Segment", required_keys=(IMAGE_KEY, MASK_KEY),
          supervised=_image_mask, targets=_mask_targets, batch_ops=("cutmix", "mosaic"),
-         serving=True, cache_keys=("ignore_label",), rules=TASK_RULES["segmentation"]),
+         serving="class_map", cache_keys=("ignore_label",), rules=TASK_RULES["segmentation"]),
 )}
 
 #: A config with a `features:` section: tables, (features, label) batches (docs/tabular.md).

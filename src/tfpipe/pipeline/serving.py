@@ -2,9 +2,14 @@
 `tf.data` (the serving signatures of `tfpipe.export`).
 
 `EvalPreprocessing.image` is the very function the eval split's L1 traces
-(`_classify.eval_image`: centre-crop window, decoded alone for JPEG, bilinear
-resize to uint8) and `finish` is what its batch step does after that
-(`pipeline.fast.normalizer` for float32 output, nothing for uint8). With
+(classification: `_classify.eval_image`, centre-crop window, decoded alone for
+JPEG, bilinear resize to uint8; segmentation: `_decode.decode_full` then
+`augment.letterbox_image`, what `_segment.Segment.letterbox` renders, the
+whole image scaled to fit and padded with 0) and `finish` is what its batch step
+does after that (`pipeline.fast.normalizer` for float32 output, nothing for
+uint8). Segmentation also gives each image's decoded size (`letterbox`) and its
+`augment.letterbox_window`, from which serving maps the model's per-pixel answer
+back to the request image. With
 `stock_ops=True` (the default) both are traced under `tfpipe.native.pure_tf()`,
 so the graph holds only stock TensorFlow ops -- a SavedModel that TF Serving or
 a process without tfpipe can load -- and, the native kernels being bit-identical
@@ -21,9 +26,10 @@ from typing import Any
 
 import tensorflow as tf
 
-from tfpipe import native
+from tfpipe import augment, native
 from tfpipe.errors import ConfigError
 from tfpipe.pipeline import _classify
+from tfpipe.pipeline._decode import decode_full
 from tfpipe.pipeline._settings import Settings, settings
 from tfpipe.pipeline._tasks import TASKS, task_of
 from tfpipe.pipeline.fast import normalizer
@@ -31,7 +37,7 @@ from tfpipe.pipeline.fast import normalizer
 
 @dataclass(frozen=True)
 class EvalPreprocessing:
-    """Eval preprocessing of one config (classification)."""
+    """Eval preprocessing of one config (classification or segmentation)."""
 
     settings: Settings
     stock_ops: bool = True
@@ -43,6 +49,16 @@ class EvalPreprocessing:
     @property
     def channels(self) -> int:
         return self.settings.channels
+
+    @property
+    def task(self) -> str:
+        return self.settings.task
+
+    @property
+    def per_pixel(self) -> bool:
+        """The task serves a class per pixel (segmentation: `letterbox`, export's
+        class map) rather than one class distribution per image."""
+        return task_of(self.settings).serving == "class_map"
 
     @property
     def dtype(self) -> tf.DType:
@@ -58,8 +74,23 @@ class EvalPreprocessing:
         `crop_in_decoder=False`: JPEGs decoded fully, then the same window sliced
         (graphs for TFLite, which cannot read a JPEG header); differs from the eval
         pipeline at the window's edges when chroma is subsampled."""
+        if self.per_pixel:
+            return self.letterbox(encoded)[0]
         with self._scope():
             return _classify.eval_image(self.settings, encoded, crop_in_decoder)
+
+    def letterbox(self, encoded: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+        """Segmentation: one encoded image -> (uint8 [H, W, channels] letterboxed as the
+        eval pipeline renders it, int32 [2] its decoded (height, width))."""
+        with self._scope():
+            decoded = decode_full(encoded, self.channels)
+            size = tf.shape(decoded, out_type=tf.int32)[:2]
+            return augment.letterbox_image(decoded, self.image_size, 0.0), size
+
+    def window(self, size: tf.Tensor) -> tf.Tensor:
+        """int32 [4] (top, left, height, width): where an image of `size` lies in the
+        model input (`augment.letterbox_window`, the window of `letterbox_matrix`)."""
+        return augment.letterbox_window(size, self.image_size)
 
     def finish(self, images: tf.Tensor) -> tf.Tensor:
         """uint8 batch [B, H, W, C] from `image` -> the model input the eval pipeline
