@@ -4,6 +4,7 @@ to the source mask, each bad mask is skipped-and-listed or raised naming its fil
 
 from __future__ import annotations
 
+import importlib.util
 import io
 import json
 import shutil
@@ -19,7 +20,7 @@ from tfpipe.errors import ConfigError, InputError
 from tfpipe.records import MASK_KEY, Manifest, verify
 from tfpipe.sample_data import SEGMENTATION_CLASSES, make_segmentation_folder
 
-from .conftest import read_split
+from .conftest import read_split, tree_bytes
 
 
 @pytest.fixture(scope="module")
@@ -217,7 +218,8 @@ def test_cli_sample_data_convert_inspect(tmp_path: Path) -> None:
     assert abs(sum(masks["class_share"].values()) - 1) < 1e-9
     result = runner.invoke(cli, ["inspect", str(tmp_path / "out")])
     assert result.exit_code == 0, result.output
-    assert MASK_KEY in result.output and "segmentation" in result.output
+    assert MASK_KEY in result.output and "classes [0, " in result.output
+    assert "label: tfpipe/schema_version" not in result.output
 
 
 def test_tfds_reads_the_mask(seg_src: Path, seg_out) -> None:
@@ -234,3 +236,13 @@ def test_tfds_reads_the_mask(seg_src: Path, seg_out) -> None:
             assert np.array_equal(ex[MASK_KEY][..., 0], source), rel
             n += 1
     assert n == 8
+
+
+@pytest.mark.skipif(importlib.util.find_spec("apache_beam") is None,
+                    reason="needs apache-beam (the beam extra)")
+def test_beam_direct_runner_gives_the_local_bytes(seg_src: Path, seg_out, tmp_path: Path) -> None:
+    out, _ = seg_out
+    beam = tmp_path / "beam"
+    convert(seg_src / "images", beam, masks=seg_src / "masks", classes=seg_src / "classes.txt",
+            split="train=0.5,val=0.5", runner="direct")  # in-memory: one process
+    assert tree_bytes(beam) == tree_bytes(out)

@@ -42,7 +42,8 @@ _KNOWN = (
     ("filename", "image/source_id"), ("mask", "image/segmentation/class/encoded"),
 )
 _LABELISH = re.compile(r"label|class|category|target", re.I)
-_NOT_LABEL = re.compile(r"height|width|id$|_id|/id|size|count|num|index|year|time", re.I)
+_NOT_LABEL = re.compile(r"height|width|id$|_id|/id|size|count|num|index|year|time|version",
+                        re.I)
 
 
 @dataclass
@@ -143,7 +144,7 @@ def suggest(feats: dict[str, FeatureInfo], total: int) -> Suggestion:
         elif images:
             s.notes.append(f"several keys hold images ({images}); set data.keys.image to the "
                            "one to train on")
-    if "label" not in keys:  # generic: an int64 scalar in every record
+    if "label" not in keys and "mask" not in keys:  # generic: an int64 scalar in every record
         scalars = [f.key for f in feats.values() if f.dtype == "int64" and f.min_len == 1
                    and f.max_len == 1 and f.records == total and not _NOT_LABEL.search(f.key)]
         named = [k for k in scalars if _LABELISH.search(k)]

@@ -9,6 +9,7 @@ from typing import Any
 from tfpipe.errors import RecordError, tf_error_text
 from tfpipe.records.codec import decode_example
 from tfpipe.records.framing import iter_frames
+from tfpipe.records.schema import MASK_KEY
 from tfpipe.records.source import open_source
 from tfpipe.records.splits import default_split
 from tfpipe.records.suggest import features, suggest
@@ -32,8 +33,24 @@ def _short(values: list[Any], limit: int = 4) -> Any:
     return head + ([f"... {len(values)} values"] if len(values) > limit else [])
 
 
+def _mask_summary(data: bytes) -> str:
+    """A segmentation mask in a cell: its size and the class values it holds."""
+    import io
+
+    import numpy as np
+    from PIL import Image
+
+    try:
+        with Image.open(io.BytesIO(data)) as img:
+            mask = np.asarray(img)
+    except Exception as exc:  # noqa: BLE001 - shown, not raised: verify --deep reports it
+        return f"undecodable ({type(exc).__name__})"
+    return f"{mask.shape[0]}x{mask.shape[1]} classes {np.unique(mask).tolist()}"
+
+
 def record_summary(ex: dict[str, list[Any]]) -> dict[str, Any]:
-    """One record in a line: image format/size/bytes, label, box count; other keys shortened."""
+    """One record in a line: image format/size/bytes, label, box count, mask size and
+    classes; other keys shortened."""
     out: dict[str, Any] = {}
     if "image/encoded" in ex:
         enc = ex["image/encoded"][0] if ex["image/encoded"] else b""
@@ -49,6 +66,8 @@ def record_summary(ex: dict[str, list[Any]]) -> dict[str, Any]:
             out["label_text"] = ex["image/class/text"][0].decode("utf-8", "replace")
     if "image/object/bbox/xmin" in ex:
         out["boxes"] = len(ex["image/object/bbox/xmin"])
+    if ex.get(MASK_KEY):
+        out["mask"] = _mask_summary(ex[MASK_KEY][0])
     if "image/encoded" not in ex:  # tables: show the columns themselves
         for k, v in sorted(ex.items()):
             if k != "tfpipe/schema_version":
