@@ -876,7 +876,7 @@ CHECKS: dict[str, Callable[[Context], CheckResult]] = {
 
 
 # checks that read no batch of the train pipeline
-_NO_BATCHES = ("records", "multiworker")
+_NO_BATCHES = ("records", "multiworker", "masks")
 
 
 def _no_batch(ctx: Context) -> str:
