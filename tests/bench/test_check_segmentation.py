@@ -143,3 +143,31 @@ def _image_bytes(path: str, index: int) -> bytes:
     frames = [bytes(d) for f in open_source(path, split="train").files for _, _, d in iter_frames(f)]
     ex = tf.train.Example.FromString(frames[index])
     return ex.features.feature["image/encoded"].bytes_list.value[0]
+
+
+def test_naive_baseline_carries_the_mask_with_the_image(seg_data) -> None:
+    """`tfpipe bench --baseline naive` on a segmentation config: the mask gets the
+    image's crop and flip. Oracle: the generator paints each class in one solid colour,
+    so where the mask says class k the image shows k's colour."""
+    from tfpipe.bench.baselines import naive_from_config
+    from tfpipe.config import load_config
+    from tfpipe.sample_data import SHAPE_COLORS
+
+    cfg = load_config({"data": {"path": seg_data["good"], "task": "segmentation",
+                                "image_size": [40, 40], "output_dtype": "uint8"},
+                       "pipeline": {"batch_size": 8, "shuffle_buffer": 0},
+                       "augment": {"geometry": {"random_resized_crop": {"scale": [0.3, 1.0]},
+                                                "flip": {"horizontal": True}}}})
+    ds, spec = naive_from_config(cfg)
+    assert spec.masks
+    batch = next(iter(ds))
+    image, mask = batch["image"].numpy().astype(int), batch["mask"].numpy()[..., 0]
+    assert batch["mask"].dtype == tf.int32 and mask.shape == (8, 40, 40)
+    hits = total = 0
+    for k, colour in SHAPE_COLORS.items():
+        at = mask == k
+        near = (np.abs(image - np.array(colour)) <= 40).all(-1)
+        hits += int((near & at).sum())
+        total += int(at.sum())
+    # 0.9: bilinear blur and JPEG at the shapes' edges; an unflipped or uncropped mask: < 0.5
+    assert total > 200 and hits >= 0.9 * total, (hits, total)
