@@ -21,7 +21,8 @@ from tfpipe.config import (
 )
 from tfpipe.errors import ConfigError
 
-PRESETS = ["cifar", "ctr", "detection", "imagenet", "medical-ultrasound", "remote-sensing"]
+PRESETS = ["cifar", "ctr", "detection", "imagenet", "medical-ultrasound", "remote-sensing",
+           "remote-sensing-segmentation", "segmentation"]
 
 
 def _write(tmp_path: Path, text: str, name: str = "cfg.yaml") -> Path:
@@ -97,6 +98,16 @@ def test_domain_presets_respect_their_constraints() -> None:
     assert det.augment.geometry["affine"].scale == (0.5, 1.5)
     assert det.augment.geometry["affine"].translate == (0.1, 0.1)
     assert det.augment.batch["mosaic"].enabled and det.augment.batch["mosaic"].p == 0.5
+
+    seg = load_config("segmentation")
+    assert seg.data.task == "segmentation" and seg.data.image_size == (512, 1024)
+    assert seg.data.ignore_label == 255 and not seg.augment.active("batch")
+    assert seg.augment.geometry["affine"].scale == (0.5, 2.0)
+    assert seg.augment.geometry["flip"].params == {"horizontal": True, "vertical": False}
+    rss = load_config("remote-sensing-segmentation")
+    assert rss.data.task == "segmentation"
+    assert [op.name for op in rss.augment.active("geometry")] == [
+        "random_resized_crop", "rot90", "flip"]  # no elastic: masks follow a matrix
 
     cifar = load_config("cifar")
     assert cifar.data.image_size == (32, 32)

@@ -26,7 +26,8 @@ def record_files(tmp_path_factory) -> list[str]:
 
 @pytest.fixture(scope="session")
 def converted(tmp_path_factory) -> dict[str, str]:
-    """Classification (image folder), detection (COCO JSON) and tabular (the CTR
+    """Classification (image folder), detection (COCO JSON), segmentation (images +
+    masks) and tabular (the CTR
     table, for the ctr preset) datasets, converted;
     each train split holds at least one batch of every preset (cifar: 128, detection:
     16), or the train build refuses the config (an epoch of 0 batches)."""
@@ -60,5 +61,10 @@ def converted(tmp_path_factory) -> dict[str, str]:
 
     # the ctr preset (batch 1024): a synthetic CTR table converted with --stats
     _, table = make_ctr_dataset(root, rows=1500)
+    # the segmentation presets (batch 16 at most): images + masks, converted
+    seg = sample_data.make_segmentation_folder(root / "segsrc", num_images=20,
+                                               size_range=(40, 60))
+    convert(seg / "images", root / "seg", masks=seg / "masks", classes=seg / "classes.txt",
+            workers=1)
     return {"classification": str(root / "cls"), "detection": str(root / "det"),
-            "tabular": table}
+            "segmentation": str(root / "seg"), "tabular": table}

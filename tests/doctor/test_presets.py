@@ -13,7 +13,10 @@ from tfpipe.config import load_config, preset_names
 def test_preset_is_clean(preset, converted):
     cfg = load_config(preset)
     kind = "tabular" if cfg.features is not None else cfg.data.task
-    cfg = load_config(preset, {"data.path": converted[kind]})
+    over = {"data.path": converted[kind]}
+    if kind == "segmentation":  # a quarter of the size: the same graph, less to trace and run
+        over["data.image_size"] = [d // 4 for d in cfg.data.image_size]
+    cfg = load_config(preset, over)
     splits = ("train", "val") if preset == "imagenet" else ("train",)
     for split in splits:
         findings = doctor.check_config(cfg, split=split)
