@@ -7,7 +7,9 @@ tfpipe where Python runs inside a `tf.data` map, on purpose. They read the
 records with a plain `tf.data.TFRecordDataset` (no tfpipe reader).
 
 The augmentation is the imagenet one: random-resized crop, horizontal flip,
-brightness/contrast (saturation when configured), normalize with mean/std.
+brightness/contrast (saturation when configured), normalize with mean/std. For a
+segmentation config the naive pipeline also decodes each record's mask and gives
+it the image's crop (nearest) and flip: batches are {"image", "mask"}.
 """
 
 from __future__ import annotations
@@ -49,6 +51,7 @@ class NaiveSpec:
     one_hot: bool = False
     num_classes: int | None = None
     not_reproduced: tuple[str, ...] = field(default=())  # config ops the baseline skips
+    masks: bool = False                                 # segmentation: carry the mask
 
     @classmethod
     def from_config(cls, cfg: Any, split: str = "train") -> NaiveSpec:
@@ -81,6 +84,7 @@ class NaiveSpec:
                         float(sat.params.get("upper", 1.4))) if sat else None,
             mean=s.mean, std=s.std, output_dtype=s.output_dtype,
             one_hot=s.one_hot, num_classes=s.num_classes, not_reproduced=skipped,
+            masks=s.task == "segmentation",
         )
 
 
@@ -103,20 +107,23 @@ def shard_files(path: str, split: str = "train") -> tuple[list[str], str | None]
 
 
 def read_records(files: Sequence[str], *, compression: str | None = None,
-                 shuffle_buffer: int = 0, seed: int = 0) -> Any:
-    """(encoded image bytes, int64 label) pairs, the plain tf.data way."""
+                 shuffle_buffer: int = 0, seed: int = 0, masks: bool = False) -> Any:
+    """(encoded image bytes, int64 label) pairs, the plain tf.data way; `masks`:
+    (encoded image bytes, encoded mask PNG bytes)."""
     import tensorflow as tf
 
     comp = {None: "", "gzip": "GZIP", "GZIP": "GZIP"}.get(compression, compression)
     ds = tf.data.TFRecordDataset(list(files), compression_type=comp)
     if shuffle_buffer > 1:
         ds = ds.shuffle(shuffle_buffer, seed=seed)
+    second = ("image/segmentation/class/encoded" if masks else "image/class/label")
     spec = {"image/encoded": tf.io.FixedLenFeature([], tf.string),
-            "image/class/label": tf.io.FixedLenFeature([], tf.int64, default_value=-1)}
+            second: (tf.io.FixedLenFeature([], tf.string) if masks else
+                     tf.io.FixedLenFeature([], tf.int64, default_value=-1))}
 
     def parse(record: Any) -> tuple[Any, Any]:
         ex = tf.io.parse_single_example(record, spec)
-        return ex["image/encoded"], ex["image/class/label"]
+        return ex["image/encoded"], ex[second]
 
     return ds.map(parse)
 
@@ -146,29 +153,39 @@ def rrc_window(rng: np.random.Generator, h: int, w: int, scale: Sequence[float],
     return (h - ch) // 2, (w - cw) // 2, ch, cw
 
 
+def _resize(crop: np.ndarray, size: tuple[int, int], backend: str, nearest: bool = False
+            ) -> np.ndarray:
+    out_h, out_w = size
+    if backend == "cv2":
+        import cv2
+
+        img = cv2.resize(crop, (out_w, out_h),
+                         interpolation=cv2.INTER_NEAREST if nearest else cv2.INTER_LINEAR)
+    else:
+        from PIL import Image
+
+        pil = Image.fromarray(crop.squeeze(-1) if crop.shape[-1] == 1 else crop)
+        img = np.asarray(pil.resize((out_w, out_h),
+                                    Image.NEAREST if nearest else Image.BILINEAR))
+    return img[..., None] if img.ndim == 2 else img
+
+
 def numpy_augment(image: np.ndarray, spec: NaiveSpec, rng: np.random.Generator,
-                  backend: str = "cv2") -> np.ndarray:
-    """uint8 HxWxC -> augmented float32 (normalized) or uint8 image of spec.image_size."""
-    out_h, out_w = spec.image_size
+                  backend: str = "cv2", mask: np.ndarray | None = None) -> Any:
+    """uint8 HxWxC -> augmented float32 (normalized) or uint8 image of spec.image_size;
+    with `mask` ([H, W, 1] classes): (image, uint8 mask with the same crop, resized
+    nearest, and flip)."""
     h, w = image.shape[:2]
     if spec.scale is not None:
         y, x, ch, cw = rrc_window(rng, h, w, spec.scale, spec.ratio)
     else:
         y, x, ch, cw = 0, 0, h, w
-    crop = image[y:y + ch, x:x + cw]
-    if backend == "cv2":
-        import cv2
-
-        img = cv2.resize(crop, (out_w, out_h), interpolation=cv2.INTER_LINEAR)
-    else:
-        from PIL import Image
-
-        pil = Image.fromarray(crop.squeeze(-1) if crop.shape[-1] == 1 else crop)
-        img = np.asarray(pil.resize((out_w, out_h), Image.BILINEAR))
-    if img.ndim == 2:
-        img = img[..., None]
+    img = _resize(image[y:y + ch, x:x + cw], spec.image_size, backend)
+    if mask is not None:
+        mask = _resize(mask[y:y + ch, x:x + cw], spec.image_size, backend, nearest=True)
     if spec.flip_p > 0 and rng.random() < spec.flip_p:
         img = img[:, ::-1]
+        mask = mask[:, ::-1] if mask is not None else None
     x01 = img.astype(np.float32) / 255.0
     if spec.brightness is not None:
         x01 = x01 + rng.uniform(-spec.brightness, spec.brightness)
@@ -182,10 +199,12 @@ def numpy_augment(image: np.ndarray, spec: NaiveSpec, rng: np.random.Generator,
         x01 = gray[..., None] + (x01 - gray[..., None]) * f
     x01 = np.clip(x01, 0.0, 1.0)
     if spec.output_dtype == "uint8":
-        return np.round(x01 * 255.0).astype(np.uint8)
-    mean = np.asarray(spec.mean, np.float32)
-    std = np.asarray(spec.std, np.float32)
-    return ((x01 - mean) / std).astype(np.float32)
+        out = np.round(x01 * 255.0).astype(np.uint8)
+    else:
+        mean = np.asarray(spec.mean, np.float32)
+        std = np.asarray(spec.std, np.float32)
+        out = ((x01 - mean) / std).astype(np.float32)
+    return out if mask is None else (out, np.ascontiguousarray(mask))
 
 
 def decode_numpy(data: bytes, channels: int = 3, backend: str = "cv2") -> np.ndarray:
@@ -217,7 +236,8 @@ def _finish(ds: Any, spec: NaiveSpec) -> Any:
         n = spec.num_classes
         ds = ds.map(lambda im, y: (im, tf.one_hot(y, n, dtype=tf.float32)))
     ds = ds.batch(spec.batch_size, drop_remainder=spec.drop_remainder)
-    return ds.map(lambda im, y: {"image": im, "label": y}).prefetch(tf.data.AUTOTUNE)
+    second = "mask" if spec.masks else "label"
+    return ds.map(lambda im, y: {"image": im, second: y}).prefetch(tf.data.AUTOTUNE)
 
 
 def naive_pipeline(files: Sequence[str], spec: NaiveSpec, *, compression: str | None = None,
@@ -237,14 +257,25 @@ def naive_pipeline(files: Sequence[str], spec: NaiveSpec, *, compression: str | 
         img = decode_numpy(data.numpy(), spec.channels, backend)
         return numpy_augment(img, spec, rng, backend)
 
+    def py_augment_mask(index: Any, data: Any, mask: Any) -> tuple[np.ndarray, np.ndarray]:
+        rng = np.random.default_rng((spec.seed, int(index.numpy())))
+        img = decode_numpy(data.numpy(), spec.channels, backend)
+        return numpy_augment(img, spec, rng, backend, decode_numpy(mask.numpy(), 1, backend))
+
     def mapper(index: Any, pair: Any) -> tuple[Any, Any]:
         data, label = pair
+        if spec.masks:  # `label` is the encoded mask: it follows the image's crop and flip
+            image, mask = tf.py_function(py_augment_mask, [index, data, label],
+                                         (out_dtype, tf.uint8))
+            image.set_shape([h, w, spec.channels])
+            mask.set_shape([h, w, 1])
+            return image, tf.cast(mask, tf.int32)
         image = tf.py_function(py_augment, [index, data], out_dtype)
         image.set_shape([h, w, spec.channels])
         return image, label
 
     ds = read_records(files, compression=compression, shuffle_buffer=spec.shuffle_buffer,
-                      seed=spec.seed).enumerate()
+                      seed=spec.seed, masks=spec.masks).enumerate()
     ds = ds.map(mapper, num_parallel_calls=num_parallel_calls)
     return _finish(ds, spec)
 

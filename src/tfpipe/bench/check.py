@@ -638,7 +638,7 @@ CHECKS: dict[str, Callable[[Context], CheckResult]] = {
 
 
 # checks that read no batch of the train pipeline
-_NO_BATCHES = ("records", "multiworker")
+_NO_BATCHES = ("records", "multiworker", "masks")
 
 
 def _no_batch(ctx: Context) -> str:
@@ -696,11 +696,14 @@ def run_checks(config: Any, overrides: Sequence[str] = (), *, batches: int = 3,
     s = settings(cfg)
     if not s.data_path:
         raise ValueError("data.path is not set: give the converted dataset, e.g. --set data.path=DIR")
+    from tfpipe.bench._check_segment import CHECKS as SEGMENT_CHECKS
     from tfpipe.bench._check_tabular import CHECKS as TABULAR_CHECKS
 
-    # a table's checklist asks the same questions of rows, plus what only a table has
-    checks = TABULAR_CHECKS if s.features is not None else CHECKS
-    known = list(dict.fromkeys([*CHECKS, *TABULAR_CHECKS]))
+    # a table's checklist asks the same questions of rows, plus what only a table has;
+    # segmentation's knows masks (range, ignore share, alignment)
+    checks = (TABULAR_CHECKS if s.features is not None else
+              SEGMENT_CHECKS if s.task == "segmentation" else CHECKS)
+    known = list(dict.fromkeys([*CHECKS, *SEGMENT_CHECKS, *TABULAR_CHECKS]))
     names = list(only) if only else list(checks)
     unknown = [n for n in names if n not in known]
     if unknown:
@@ -710,8 +713,9 @@ def run_checks(config: Any, overrides: Sequence[str] = (), *, batches: int = 3,
     results = []
     for n in names:
         if n not in checks:
-            results.append(CheckResult(n, True, "tables only (a features: section)",
-                                       skipped=True))
+            only_for = ("segmentation only (data.task: segmentation)" if n in SEGMENT_CHECKS
+                        else "tables only (a features: section)")
+            results.append(CheckResult(n, True, only_for, skipped=True))
             continue
         try:
             r = checks[n](ctx)

@@ -16,7 +16,8 @@ import click
               help="Batches per build for the reproducibility / dtype / label checks.")
 @click.option("--only", "only", multiple=True, metavar="CHECK",
               help="Run only these checks (repeatable): reproducible, epochs, dtypes, labels, "
-                   "memory, records, bad_input, workers, enable_rate, multiworker.")
+                   "memory, records, bad_input, workers, enable_rate, multiworker; "
+                   "segmentation: masks.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
 def command(config: str, sets: tuple[str, ...], batches: int, only: tuple[str, ...],
             as_json: bool) -> None:
@@ -27,7 +28,9 @@ def command(config: str, sets: tuple[str, ...], batches: int, only: tuple[str, .
     dtypes and shapes, label sums (mixup/cutmix), memory against the RAM budget,
     every manifest record delivered, bad-input tolerance under on_error=skip, two
     workers disjoint, enable_rate fraction, and with TF_CONFIG set the
-    multi-worker pre-flight (TF_CONFIG, shard split, auto-shard policy).
+    multi-worker pre-flight (TF_CONFIG, shard split, auto-shard policy). A
+    segmentation config checks its masks: values in range, the ignore share, and
+    each mask the size of its image.
     """
     from rich.text import Text
 

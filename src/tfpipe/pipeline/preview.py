@@ -2,9 +2,11 @@
 
 Images are un-normalized with the config's mean/std, labels captioned with
 class names from the manifest (top-2 with weights for mixed labels), detection
-boxes drawn with their class names. Drawing uses only PIL with its bundled
-default font, so the same config and seed give byte-identical PNGs (for one
-Pillow version).
+boxes drawn with their class names, segmentation masks as a translucent overlay
+(`MASK_ALPHA` of a fixed per-class colour, `class_colour`; ignore pixels in their
+own colour) with a legend of the classes shown. Drawing uses only PIL with its
+bundled default font, so the same config and seed give byte-identical PNGs (for
+one Pillow version).
 """
 
 from __future__ import annotations
@@ -30,6 +32,27 @@ PAD = 2
 # 32x32 becomes readable (integer upscale, nearest) and 512x512 detection
 # images stay a reasonable PNG.
 TARGET_TILE = 192
+# Segmentation overlay: out = round((1 - a) * pixel + a * colour); half and half keeps
+# the photo readable under the class colour.
+MASK_ALPHA = 0.5
+LEGEND_SWATCH = 10
+
+
+def class_colour(index: int) -> tuple[int, int, int]:
+    """Class `index`'s overlay colour: the PASCAL VOC colormap (bits of the index spread
+    over R, G, B from the high bit down), so index 0 is black, 1 dark red, 2 dark green
+    and the ignore colour is index 255's, (224, 224, 192), as in VOC's own masks."""
+    r = g = b = 0
+    c = int(index) & 0xFF
+    for shift in range(7, -1, -1):
+        r |= ((c >> 0) & 1) << shift
+        g |= ((c >> 1) & 1) << shift
+        b |= ((c >> 2) & 1) << shift
+        c >>= 3
+    return r, g, b
+
+
+IGNORE_COLOUR = class_colour(255)
 
 
 def _np(value: Any) -> np.ndarray:
@@ -103,10 +126,73 @@ def tile_scale(height: int, width: int, target: int = TARGET_TILE) -> float:
     return target / side
 
 
+def nearest_resize(mask: np.ndarray, height: int, width: int) -> np.ndarray:
+    """[h, w] -> [height, width], nearest neighbour on pixel centres (classes stay classes)."""
+    h, w = mask.shape[:2]
+    rows = np.minimum(((np.arange(height) + 0.5) * h / height).astype(np.int64), h - 1)
+    cols = np.minimum(((np.arange(width) + 0.5) * w / width).astype(np.int64), w - 1)
+    return mask[rows[:, None], cols[None, :]]
+
+
+def overlay_mask(pixels: np.ndarray, mask: np.ndarray, ignore_label: int = 255,
+                 alpha: float = MASK_ALPHA) -> np.ndarray:
+    """uint8 RGB [H, W, 3] with `mask` ([H, W] class indices) blended over it: each
+    pixel becomes round((1 - alpha) * pixel + alpha * colour) with its class's
+    `class_colour`, ignore_label's pixels with IGNORE_COLOUR."""
+    classes = np.asarray(mask).reshape(pixels.shape[:2]).astype(np.int64)
+    lut = np.array([class_colour(k) for k in range(256)], np.float64)
+    colours = lut[np.clip(classes, 0, 255)]
+    colours[classes == ignore_label] = IGNORE_COLOUR
+    blend = (1.0 - alpha) * pixels.astype(np.float64) + alpha * colours
+    return np.clip(np.rint(blend), 0, 255).astype(np.uint8)
+
+
+def mask_caption(mask: np.ndarray, class_names: Sequence[str], ignore_label: int = 255
+                 ) -> list[str]:
+    """['square 41% / circle 12%', 'ignore 3%']: the two largest classes, then the
+    ignore share."""
+    values, counts = np.unique(np.asarray(mask).ravel(), return_counts=True)
+    total = max(int(counts.sum()), 1)
+    keep = values != ignore_label
+    order = np.argsort(-counts[keep], kind="stable")[:2]
+    top = " / ".join(f"{_name(int(values[keep][i]), class_names)} "
+                     f"{100 * counts[keep][i] / total:.0f}%" for i in order)
+    ignored = int(counts[~keep].sum())
+    return [top, f"ignore {100 * ignored / total:.0f}%" if ignored else ""]
+
+
+def _legend_entries(samples: Sequence[Mapping[str, np.ndarray]], class_names: Sequence[str],
+                    ignore_label: int) -> list[tuple[tuple[int, int, int], str]]:
+    """(colour, name) of every class in the shown masks, by index; ignore last."""
+    present: set[int] = set()
+    for sample in samples:
+        if "mask" in sample:
+            present.update(int(v) for v in np.unique(sample["mask"]))
+    out = [(class_colour(k), _name(k, class_names)) for k in sorted(present - {ignore_label})]
+    if ignore_label in present:
+        out.append((IGNORE_COLOUR, f"ignore ({ignore_label})"))
+    return out
+
+
+def _legend_layout(entries: Sequence[tuple[tuple[int, int, int], str]], font: Any, width: int
+                   ) -> list[tuple[int, int, tuple[int, int, int], str]]:
+    """(x, line, colour, name) of each entry, wrapped to `width`."""
+    placed, x, line = [], PAD, 0
+    for colour, name in entries:
+        w = LEGEND_SWATCH + 4 + int(math.ceil(font.getlength(name))) + 12
+        if x > PAD and x + w > width:
+            x, line = PAD, line + 1
+        placed.append((x, line, colour, name))
+        x += w
+    return placed
+
+
 def draw_grid(samples: Sequence[Mapping[str, np.ndarray]], *, mean: Sequence[float] = (0.0,),
               std: Sequence[float] = (1.0,), class_names: Sequence[str] = (),
-              columns: int | None = None, target_tile: int = TARGET_TILE) -> Image.Image:
-    """One RGB image: a tile per sample with its caption and boxes."""
+              columns: int | None = None, target_tile: int = TARGET_TILE,
+              ignore_label: int = 255) -> Image.Image:
+    """One RGB image: a tile per sample with its caption and boxes; masks overlaid
+    (`overlay_mask`, at the tile's size) with a class legend under the grid."""
     if not samples:
         raise ValueError("nothing to preview: the dataset yielded no samples")
     font = ImageFont.load_default()
@@ -118,8 +204,17 @@ def draw_grid(samples: Sequence[Mapping[str, np.ndarray]], *, mean: Sequence[flo
     cols = columns or int(math.ceil(math.sqrt(len(samples))))
     rows = int(math.ceil(len(samples) / cols))
     cell_w, cell_h = tile_w + 2 * PAD, tile_h + CAPTION_LINES * line_h + 2 * PAD
-    grid = Image.new("RGB", (cols * cell_w, rows * cell_h), (32, 32, 32))
+    legend = _legend_layout(_legend_entries(samples, class_names, ignore_label), font,
+                            cols * cell_w)
+    legend_h = (max(e[1] for e in legend) + 1) * line_h + 2 * PAD if legend else 0
+    grid = Image.new("RGB", (cols * cell_w, rows * cell_h + legend_h), (32, 32, 32))
     draw = ImageDraw.Draw(grid)
+    for x, line, colour, name in legend:
+        y = rows * cell_h + PAD + line * line_h
+        top = y + (line_h - LEGEND_SWATCH) // 2
+        draw.rectangle((x, top, x + LEGEND_SWATCH - 1, top + LEGEND_SWATCH - 1), fill=colour,
+                       outline=(160, 160, 160))  # black (class 0) on the dark grey
+        draw.text((x + LEGEND_SWATCH + 4, y), name, fill=(235, 235, 235), font=font)
     for i, sample in enumerate(samples):
         x0, y0 = (i % cols) * cell_w + PAD, (i // cols) * cell_h + PAD
         pixels = to_uint8(np.asarray(sample["image"]), mean, std)
@@ -130,8 +225,13 @@ def draw_grid(samples: Sequence[Mapping[str, np.ndarray]], *, mean: Sequence[flo
         out_h, out_w = max(1, round(h * scale)), max(1, round(w * scale))
         resample = Image.Resampling.NEAREST if scale >= 1 else Image.Resampling.BILINEAR
         img = img.resize((out_w, out_h), resample)
-        grid.paste(img, (x0, y0))
         lines = [label_caption(sample.get("label"), class_names)] if "label" in sample else []
+        if "mask" in sample:
+            mask = np.asarray(sample["mask"]).reshape(h, w)
+            img = Image.fromarray(overlay_mask(np.asarray(img), nearest_resize(mask, out_h, out_w),
+                                               ignore_label))
+            lines += mask_caption(mask, class_names, ignore_label)
+        grid.paste(img, (x0, y0))
         if "boxes" in sample:
             _draw_boxes(draw, sample, (x0, y0, out_w, out_h), class_names, font)
             count = int(sample.get("num_boxes", len(sample["boxes"])))
@@ -253,7 +353,8 @@ def render_preview(config: Any, out_png: str | os.PathLike[str], n: int = 16, sp
                          "(no records, or every record was skipped as bad?)")
     if info is not None:
         info.update(samples=len(samples), partial_batch=partial, device_stage=staged)
-    grid = draw_grid(samples, mean=s.mean, std=s.std, class_names=_class_names(s.data_path))
+    grid = draw_grid(samples, mean=s.mean, std=s.std, class_names=_class_names(s.data_path),
+                     ignore_label=s.ignore_label)
     out = Path(out_png)
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_name(out.name + ".tmp")
