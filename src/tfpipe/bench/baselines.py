@@ -56,7 +56,7 @@ class NaiveSpec:
     @classmethod
     def from_config(cls, cfg: Any, split: str = "train") -> NaiveSpec:
         """The fields of a tfpipe config (Config model or plain nested dict)."""
-        from tfpipe.pipeline import settings
+        from tfpipe.pipeline import settings, task_of
 
         s = settings(cfg)
         train = split == "train"
@@ -84,7 +84,7 @@ class NaiveSpec:
                         float(sat.params.get("upper", 1.4))) if sat else None,
             mean=s.mean, std=s.std, output_dtype=s.output_dtype,
             one_hot=s.one_hot, num_classes=s.num_classes, not_reproduced=skipped,
-            masks=s.task == "segmentation",
+            masks="mask" in task_of(s).targets(s, 1),  # (a class mask per image)
         )
 
 

@@ -701,8 +701,10 @@ def run_checks(config: Any, overrides: Sequence[str] = (), *, batches: int = 3,
 
     # a table's checklist asks the same questions of rows, plus what only a table has;
     # segmentation's knows masks (range, ignore share, alignment)
+    from tfpipe.pipeline import task_of
+
     checks = (TABULAR_CHECKS if s.features is not None else
-              SEGMENT_CHECKS if s.task == "segmentation" else CHECKS)
+              SEGMENT_CHECKS if "mask" in task_of(s).targets(s, 1) else CHECKS)
     known = list(dict.fromkeys([*CHECKS, *SEGMENT_CHECKS, *TABULAR_CHECKS]))
     names = list(only) if only else list(checks)
     unknown = [n for n in names if n not in known]
