@@ -20,8 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from tfpipe.bench.check import CHECKS as IMAGE_CHECKS
-from tfpipe.bench.check import CheckResult, Context
+from tfpipe.bench._check_core import CheckResult, Context
 
 # Records whose masks `check` decodes (the whole split when smaller): a PNG mask of a
 # few hundred pixels decodes in well under a millisecond, so ~1 s for 1,000.
@@ -250,17 +249,13 @@ def check_aligned(ctx: Context) -> CheckResult:
                        "height and width (the image's header and image/height, image/width)")
 
 
-def _insert_after(checks: dict[str, Callable[[Context], CheckResult]], after: str,
-                  key: str, fn: Callable[[Context], CheckResult]
-                  ) -> dict[str, Callable[[Context], CheckResult]]:
-    out = {}
-    for k, v in checks.items():
+def segmentation_checks(image_checks: dict[str, Callable[[Context], CheckResult]]
+                        ) -> dict[str, Callable[[Context], CheckResult]]:
+    """The image checklist (`check.CHECKS`) with the mask-aware checks swapped in and
+    "masks" after "labels" (passed in: `check` imports this module, not the reverse)."""
+    out: dict[str, Callable[[Context], CheckResult]] = {}
+    for k, v in {**image_checks, "dtypes": check_dtypes, "labels": check_labels}.items():
         out[k] = v
-        if k == after:
-            out[key] = fn
+        if k == "labels":
+            out["masks"] = check_aligned
     return out
-
-
-# The image checklist with the mask-aware checks swapped in and "masks" after "labels".
-CHECKS = _insert_after({**IMAGE_CHECKS, "dtypes": check_dtypes, "labels": check_labels},
-                       "labels", "masks", check_aligned)

@@ -696,7 +696,9 @@ def run_checks(config: Any, overrides: Sequence[str] = (), *, batches: int = 3,
     s = settings(cfg)
     if not s.data_path:
         raise ValueError("data.path is not set: give the converted dataset, e.g. --set data.path=DIR")
-    from tfpipe.bench._check_segment import CHECKS as SEGMENT_CHECKS
+    from tfpipe.bench._check_segment import segmentation_checks
+
+    segment_checks = segmentation_checks(CHECKS)
     from tfpipe.bench._check_tabular import CHECKS as TABULAR_CHECKS
 
     # a table's checklist asks the same questions of rows, plus what only a table has;
@@ -704,8 +706,8 @@ def run_checks(config: Any, overrides: Sequence[str] = (), *, batches: int = 3,
     from tfpipe.pipeline import task_of
 
     checks = (TABULAR_CHECKS if s.features is not None else
-              SEGMENT_CHECKS if "mask" in task_of(s).targets(s, 1) else CHECKS)
-    known = list(dict.fromkeys([*CHECKS, *SEGMENT_CHECKS, *TABULAR_CHECKS]))
+              segment_checks if "mask" in task_of(s).targets(s, 1) else CHECKS)
+    known = list(dict.fromkeys([*CHECKS, *segment_checks, *TABULAR_CHECKS]))
     names = list(only) if only else list(checks)
     unknown = [n for n in names if n not in known]
     if unknown:
@@ -715,7 +717,7 @@ def run_checks(config: Any, overrides: Sequence[str] = (), *, batches: int = 3,
     results = []
     for n in names:
         if n not in checks:
-            only_for = ("segmentation only (data.task: segmentation)" if n in SEGMENT_CHECKS
+            only_for = ("segmentation only (data.task: segmentation)" if n in segment_checks
                         else "tables only (a features: section)")
             results.append(CheckResult(n, True, only_for, skipped=True))
             continue
