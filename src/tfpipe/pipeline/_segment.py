@@ -59,10 +59,6 @@ class Segment:
     """Per-sample and per-batch functions for one segmentation pipeline."""
 
     plan = None  # drawn per sample: the matrices need the decoded size first
-    # classification's decode window planning: the whole image (and mask) is decoded
-    fast_crop = fast_flip = fused_l1 = False
-    dct_target = None
-    device = False  # L3 runs on the host (`check_pixel_stage`)
 
     def __init__(self, s: Settings, epoch_seed: tf.Tensor, worker: int, workers: int,
                  parse: Callable[..., dict[str, tf.Tensor]], train: bool) -> None:
