@@ -31,7 +31,8 @@ from tfpipe.pipeline._batch_stage import aug
 from tfpipe.pipeline._decode import decode_full, resize_uint8
 from tfpipe.pipeline._detect_geometry import (  # noqa: F401 - re-exported
     FILL_MODES, INTERPOLATIONS, BoxGeometry, op_matrix, resample_settings)
-from tfpipe.pipeline._pixel_stage import KEYS, PixelStage, check_pixel_stage
+from tfpipe.pipeline._host_batch import HostBatchStage
+from tfpipe.pipeline._pixel_stage import PixelStage, check_pixel_stage
 from tfpipe.pipeline._plan import SampleSeeds
 from tfpipe.pipeline._settings import Settings
 from tfpipe.pipeline._source import IMAGE_KEY
@@ -41,7 +42,7 @@ from tfpipe.pipeline.fast import normalizer
 Batch = dict[str, tf.Tensor]
 
 
-class Detect:
+class Detect(HostBatchStage):
     """Per-sample and per-batch functions for one detection pipeline (a
     `_tasks.Builder`, the surface `_build._assemble` drives)."""
 
@@ -102,33 +103,12 @@ class Detect:
 
     def sentinel(self, shard: tf.Tensor, rec: tf.Tensor, local: tf.Tensor,
                  serialized: tf.Tensor) -> Batch:
-        h, w = self.s.image_size
         n = self.s.max_boxes
-        out = {"_shard": shard, "_record": rec, "_index": tf.constant(-1, tf.int64),
-               "boxes": tf.zeros([n, 4]), "classes": tf.fill([n], tf.constant(-1, tf.int64)),
-               "num_boxes": tf.constant(0, tf.int32),
-               "image": tf.zeros([h, w, self.s.channels], tf.uint8)}
-        if self.augmenting:
-            out["_enabled"] = tf.constant(False)
-            out.update(self.l3_stage.fields(None))
-        return out
+        return self.failed_sample(shard, rec, {
+            "boxes": tf.zeros([n, 4]), "classes": tf.fill([n], tf.constant(-1, tf.int64)),
+            "num_boxes": tf.constant(0, tf.int32)})
 
     # ------------------------------------------------------------------ per batch
-    def batch(self, ds: tf.data.Dataset, drop_remainder: bool) -> tf.data.Dataset:
-        return ds.batch(self.s.batch_size, drop_remainder=drop_remainder)
-
-    def pixel_inputs(self, batch: Batch) -> Batch:
-        """The L3 inputs each sample carried (`PixelStage.fields`)."""
-        return {k: batch[k] for k in KEYS if k in batch}
-
-    def pixel_stage(self, batch: Batch) -> Batch:
-        """Batch + L3 alone (the stage report's "pixel" prefix)."""
-        out = {k: v for k, v in batch.items() if not k.startswith("_")}
-        if self.pixel:
-            out["image"], _ = self.l3_stage.apply(batch["image"], self.pixel_inputs(batch),
-                                                  normalize=False)
-        return out
-
     def compose(self, batch: Batch, global_batch: tf.Tensor, num_classes: int | None,
                 keep_index: bool) -> Batch:
         s = self.s

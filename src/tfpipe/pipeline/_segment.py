@@ -33,7 +33,8 @@ from tfpipe.augment.on_device import gated
 from tfpipe.errors import ConfigError
 from tfpipe.pipeline._decode import decode_full
 from tfpipe.pipeline._detect_geometry import op_matrix, resample_settings
-from tfpipe.pipeline._pixel_stage import KEYS, PixelStage, check_pixel_stage
+from tfpipe.pipeline._host_batch import HostBatchStage
+from tfpipe.pipeline._pixel_stage import PixelStage, check_pixel_stage
 from tfpipe.pipeline._plan import SampleSeeds
 from tfpipe.pipeline._settings import Settings
 from tfpipe.pipeline._keys import IMAGE_KEY, MASK_KEY
@@ -55,7 +56,7 @@ def decode_mask(encoded: tf.Tensor, image: tf.Tensor) -> tf.Tensor:
         return tf.identity(mask)
 
 
-class Segment:
+class Segment(HostBatchStage):
     """Per-sample and per-batch functions for one segmentation pipeline."""
 
     plan = None  # drawn per sample: the matrices need the decoded size first
@@ -154,30 +155,10 @@ class Segment:
     def sentinel(self, shard: tf.Tensor, rec: tf.Tensor, local: tf.Tensor,
                  serialized: tf.Tensor) -> Batch:
         h, w = self.s.image_size
-        out = {"_shard": shard, "_record": rec, "_index": tf.constant(-1, tf.int64),
-               "image": tf.zeros([h, w, self.s.channels], tf.uint8),
-               "mask": tf.fill([h, w, 1], tf.constant(self.s.ignore_label, tf.uint8))}
-        if self.augmenting:
-            out["_enabled"] = tf.constant(False)
-            out.update(self.l3_stage.fields(None))
-        return out
+        return self.failed_sample(shard, rec, {
+            "mask": tf.fill([h, w, 1], tf.constant(self.s.ignore_label, tf.uint8))})
 
     # ------------------------------------------------------------------ per batch
-    def batch(self, ds: tf.data.Dataset, drop_remainder: bool) -> tf.data.Dataset:
-        return ds.batch(self.s.batch_size, drop_remainder=drop_remainder)
-
-    def pixel_inputs(self, batch: Batch) -> Batch:
-        """The L3 inputs each sample carried (`PixelStage.fields`)."""
-        return {k: batch[k] for k in KEYS if k in batch}
-
-    def pixel_stage(self, batch: Batch) -> Batch:
-        """Batch + L3 alone (the stage report's "pixel" prefix)."""
-        out = {k: v for k, v in batch.items() if not k.startswith("_")}
-        if self.pixel:
-            out["image"], _ = self.l3_stage.apply(batch["image"], self.pixel_inputs(batch),
-                                                  normalize=False)
-        return out
-
     def compose(self, batch: Batch, global_batch: tf.Tensor, num_classes: int | None,
                 keep_index: bool) -> Batch:
         s = self.s
