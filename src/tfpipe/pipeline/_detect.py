@@ -24,8 +24,6 @@ from typing import Any, Callable
 
 import tensorflow as tf
 
-from tfpipe import seeds
-from tfpipe.augment.on_device import gated
 from tfpipe.errors import ConfigError
 from tfpipe.pipeline._batch_stage import aug
 from tfpipe.pipeline._decode import decode_full, resize_uint8
@@ -113,7 +111,6 @@ class Detect(HostBatchStage):
                 keep_index: bool) -> Batch:
         s = self.s
         float_out = s.output_dtype == "float32"
-        x = batch["image"]
         b, c, n = batch["boxes"], batch["classes"], batch["num_boxes"]
         weights = tf.cast(tf.range(s.max_boxes)[None, :] < n[:, None], tf.float32)
         if s.label_offset:  # data.label_offset: the real boxes' classes (padding stays)
@@ -124,51 +121,18 @@ class Detect(HostBatchStage):
         # the detection preset's batches hash the same with and without this)
         fuse_norm = float_out and not mixup and self.l3_stage.fused is not None
 
-        def to_l3(x: tf.Tensor) -> tf.Tensor:
-            if self.pixel:
-                return self.l3_stage.apply(x, self.pixel_inputs(batch), normalize=fuse_norm)[0]
-            return tf.cast(x, tf.float32) * (1.0 / 255.0) if float_out else x
+        def apply(op: Any, seed: tf.Tensor, kw: dict[str, Any], x: tf.Tensor,
+                  t: tuple[tf.Tensor, ...]) -> tuple[tf.Tensor, tuple[tf.Tensor, ...]]:
+            b, c, n, weights = t
+            if op.name == "mosaic":
+                x, b, c, n = aug("mosaic")(x, b, c, n, seed, p=op.p, **kw)
+                weights = tf.cast(tf.range(s.max_boxes)[None, :] < n[:, None], tf.float32)
+                return x, (b, c, n, weights)
+            x, b, c, n, weights = aug("detection_mixup")(x, b, c, n, seed, p=op.p, **kw)
+            return x, (b, c, n, weights)
 
-        def augment_batch(x: tf.Tensor, b: tf.Tensor, c: tf.Tensor, n: tf.Tensor,
-                          weights: tf.Tensor) -> tuple[tf.Tensor, ...]:
-            bseed = self.seeds.batch_seed(global_batch)
-            # mosaic first, on the uint8 batch (4x fewer bytes than float32, one
-            # resample per pixel), then L3 on the mosaic (as YOLO's colour jitter),
-            # then detection mixup on L3's output; each op keeps its seed index k
-            ops = sorted(enumerate(self.batch_ops), key=lambda kop: kop[1].name != "mosaic")
-            pixels_done = False
-            for k, op in ops:
-                kseed = seeds.op_seed(bseed, k)
-                kw: dict[str, Any] = {key: (tuple(v) if isinstance(v, list) else v)
-                                      for key, v in op.params.items()}
-                if op.name == "mosaic":
-                    x, b, c, n = aug("mosaic")(x, b, c, n, kseed, p=op.p, **kw)
-                    weights = tf.cast(tf.range(s.max_boxes)[None, :] < n[:, None], tf.float32)
-                    continue
-                if not pixels_done:
-                    x, pixels_done = to_l3(x), True
-                x, b, c, n, weights = aug("detection_mixup")(x, b, c, n, kseed, p=op.p, **kw)
-            if not pixels_done:
-                x = to_l3(x)
-            return x, b, c, n, weights
-
-        normalized = False
-        if self.pixel or self.batch_ops:
-            normalized = fuse_norm and bool(self.pixel)
-
-            def plain() -> tuple[tf.Tensor, ...]:
-                if not float_out:
-                    return x, b, c, n, weights
-                plain_x = tf.cast(x, tf.float32) * (1.0 / 255.0)
-                return (self.normalize(plain_x) if normalized else plain_x, b, c, n, weights)
-
-            if s.enable_rate >= 1.0:
-                x, b, c, n, weights = augment_batch(x, b, c, n, weights)
-            else:
-                x, b, c, n, weights = gated(  # per sample, as classification
-                    batch["_enabled"], lambda *_: augment_batch(x, b, c, n, weights), plain)
-        if float_out and not normalized:
-            x = self.normalize(x)
+        x, (b, c, n, weights) = self.augment_batch(batch, global_batch, (b, c, n, weights),
+                                                   apply, fuse_norm)
         out = {"image": x, "boxes": b, "classes": c, "num_boxes": n}
         if mixup:
             out["box_weights"] = weights

@@ -28,8 +28,7 @@ from typing import Any, Callable
 
 import tensorflow as tf
 
-from tfpipe import augment, seeds
-from tfpipe.augment.on_device import gated
+from tfpipe import augment
 from tfpipe.errors import ConfigError
 from tfpipe.pipeline._decode import decode_full
 from tfpipe.pipeline._detect_geometry import op_matrix, resample_settings
@@ -37,10 +36,10 @@ from tfpipe.pipeline._host_batch import HostBatchStage
 from tfpipe.pipeline._pixel_stage import PixelStage, check_pixel_stage
 from tfpipe.pipeline._plan import SampleSeeds
 from tfpipe.pipeline._settings import Settings
+from tfpipe.pipeline._tasks import TASKS
 from tfpipe.pipeline._keys import IMAGE_KEY, MASK_KEY
 from tfpipe.pipeline.fast import normalizer
 
-_BATCH_OPS = ("mosaic", "cutmix")
 Batch = dict[str, tf.Tensor]
 
 
@@ -56,6 +55,16 @@ def decode_mask(encoded: tf.Tensor, image: tf.Tensor) -> tf.Tensor:
         return tf.identity(mask)
 
 
+def eval_letterbox(s: Settings, encoded: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+    """The eval rendering of one encoded image, as the eval pipeline and the serving
+    signature (`pipeline.serving`) both run it: decoded whole, letterboxed into
+    `data.image_size` (`augment.letterbox_image`, padded with 0); and its decoded
+    (height, width), int32 [2]."""
+    decoded = decode_full(encoded, s.channels)
+    size = tf.shape(decoded, out_type=tf.int32)[:2]
+    return augment.letterbox_image(decoded, s.image_size, 0.0), size
+
+
 class Segment(HostBatchStage):
     """Per-sample and per-batch functions for one segmentation pipeline."""
 
@@ -68,14 +77,15 @@ class Segment(HostBatchStage):
         self.geometry = s.active("geometry") if train else []
         self.pixel = s.active("pixel") if train else []
         self.batch_ops = s.active("batch") if train else []
-        for op in self.batch_ops:
-            if op.name == "mixup":
-                raise ConfigError("augment.batch.mixup: not allowed with data.task "
-                                  "'segmentation': a blend of two images has no single class "
-                                  "per pixel (use cutmix, which pastes the mask with the image)")
-            if op.name not in _BATCH_OPS:
+        task = TASKS["segmentation"]
+        for op in self.batch_ops:  # (config validation refuses these first)
+            why = task.rules.refuses.get(f"batch.{op.name}")
+            if why:
+                raise ConfigError(f"augment.batch.{op.name}: not allowed with data.task "
+                                  f"'segmentation': {why}")
+            if op.name not in task.batch_ops:
                 raise ConfigError(f"augment.batch.{op.name}: not a segmentation op; allowed: "
-                                  + ", ".join(_BATCH_OPS))
+                                  + ", ".join(task.batch_ops))
         self.augmenting = bool(self.geometry or self.pixel or self.batch_ops)
         self.seeds = SampleSeeds(epoch_seed, worker, workers, s.batch_size)
         self.l3_stage = PixelStage(self.pixel, s.mean, s.std, s.output_dtype)
@@ -123,7 +133,7 @@ class Segment(HostBatchStage):
 
     def eval_image(self, encoded: tf.Tensor) -> tf.Tensor:
         """The eval rendering of an encoded image (the letterbox)."""
-        return augment.letterbox_image(decode_full(encoded, self.s.channels), self.s.image_size)
+        return eval_letterbox(self.s, encoded)[0]
 
     def decode_only(self, shard: tf.Tensor, rec: tf.Tensor, local: tf.Tensor,
                     serialized: tf.Tensor) -> tf.Tensor:
@@ -161,55 +171,22 @@ class Segment(HostBatchStage):
     # ------------------------------------------------------------------ per batch
     def compose(self, batch: Batch, global_batch: tf.Tensor, num_classes: int | None,
                 keep_index: bool) -> Batch:
-        s = self.s
-        float_out = s.output_dtype == "float32"
-        x, mk = batch["image"], batch["mask"]
+        float_out = self.s.output_dtype == "float32"
         # L3's fused pass also normalizes when it runs: cutmix (a paste) commutes with
         # the per-pixel normalize, so nothing after L3 needs the unnormalized pixels
         fuse_norm = float_out and self.l3_stage.fused is not None
 
-        def to_l3(x: tf.Tensor) -> tf.Tensor:
-            if self.pixel:
-                return self.l3_stage.apply(x, self.pixel_inputs(batch), normalize=fuse_norm)[0]
-            return tf.cast(x, tf.float32) * (1.0 / 255.0) if float_out else x
-
-        def augment_batch(x: tf.Tensor, mk: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
-            bseed = self.seeds.batch_seed(global_batch)
-            # mosaic first on the uint8 batch (as detection), then L3, then cutmix;
-            # each op keeps its seed index k (its place in augment.batch)
-            ops = sorted(enumerate(self.batch_ops), key=lambda kop: kop[1].name != "mosaic")
-            pixels_done = False
-            for k, op in ops:
-                kseed = seeds.op_seed(bseed, k)
-                kw: dict[str, Any] = {key: (tuple(v) if isinstance(v, list) else v)
-                                      for key, v in op.params.items()}
-                if op.name == "mosaic":
-                    x, mk = self._mosaic(x, mk, kseed, op.p, kw)
-                    continue
-                if not pixels_done:
-                    x, pixels_done = to_l3(x), True
-                x, mk = augment.cutmix_with_masks(x, mk, kseed, float(kw.get("alpha", 1.0)),
-                                                  op.p)
-            if not pixels_done:
-                x = to_l3(x)
-            return x, mk
-
-        normalized = False
-        if self.pixel or self.batch_ops:
-            normalized = fuse_norm and bool(self.pixel)
-
-            def plain() -> tuple[tf.Tensor, tf.Tensor]:
-                if not float_out:
-                    return x, mk
-                plain_x = tf.cast(x, tf.float32) * (1.0 / 255.0)
-                return (self.normalize(plain_x) if normalized else plain_x), mk
-
-            if s.enable_rate >= 1.0:
-                x, mk = augment_batch(x, mk)
+        def apply(op: Any, seed: tf.Tensor, kw: dict[str, Any], x: tf.Tensor,
+                  t: tuple[tf.Tensor, ...]) -> tuple[tf.Tensor, tuple[tf.Tensor, ...]]:
+            (mk,) = t
+            if op.name == "mosaic":
+                x, mk = self._mosaic(x, mk, seed, op.p, kw)
             else:
-                x, mk = gated(batch["_enabled"], lambda *_: augment_batch(x, mk), plain)
-        if float_out and not normalized:
-            x = self.normalize(x)
+                x, mk = augment.cutmix_with_masks(x, mk, seed, float(kw.get("alpha", 1.0)),
+                                                  op.p)
+            return x, (mk,)
+
+        x, (mk,) = self.augment_batch(batch, global_batch, (batch["mask"],), apply, fuse_norm)
         out = {"image": x, "mask": tf.cast(mk, tf.int32)}
         if keep_index:
             out["index"] = batch["_index"]

@@ -3,9 +3,8 @@
 
 `EvalPreprocessing.image` is the very function the eval split's L1 traces
 (classification: `_classify.eval_image`, centre-crop window, decoded alone for
-JPEG, bilinear resize to uint8; segmentation: `_decode.decode_full` then
-`augment.letterbox_image`, what `_segment.Segment.letterbox` renders, the
-whole image scaled to fit and padded with 0) and `finish` is what its batch step
+JPEG, bilinear resize to uint8; segmentation: `_segment.eval_letterbox`, the
+whole image decoded, scaled to fit and padded with 0, as `Segment` renders it) and `finish` is what its batch step
 does after that (`pipeline.fast.normalizer` for float32 output, nothing for
 uint8). Segmentation also gives each image's decoded size (`letterbox`) and its
 `augment.letterbox_window`, from which serving maps the model's per-pixel answer
@@ -28,8 +27,7 @@ import tensorflow as tf
 
 from tfpipe import augment, native
 from tfpipe.errors import ConfigError
-from tfpipe.pipeline import _classify
-from tfpipe.pipeline._decode import decode_full
+from tfpipe.pipeline import _classify, _segment
 from tfpipe.pipeline._settings import Settings, settings
 from tfpipe.pipeline._tasks import TASKS, task_of
 from tfpipe.pipeline.fast import normalizer
@@ -83,9 +81,7 @@ class EvalPreprocessing:
         """Segmentation: one encoded image -> (uint8 [H, W, channels] letterboxed as the
         eval pipeline renders it, int32 [2] its decoded (height, width))."""
         with self._scope():
-            decoded = decode_full(encoded, self.channels)
-            size = tf.shape(decoded, out_type=tf.int32)[:2]
-            return augment.letterbox_image(decoded, self.image_size, 0.0), size
+            return _segment.eval_letterbox(self.settings, encoded)
 
     def window(self, size: tf.Tensor) -> tf.Tensor:
         """int32 [4] (top, left, height, width): where an image of `size` lies in the
