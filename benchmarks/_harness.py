@@ -1,7 +1,7 @@
 """What the side-by-side benchmarks share: equal-time step counts from a probe,
 rounds in alternating order, and median (range) cells for the markdown tables.
 
-Used by pipeline_bench.py, preset_bench.py, detection_bench.py and
+Used by pipeline_bench.py, preset_bench.py, detection_bench.py, segmentation_bench.py and
 block_decode_bench.py; each keeps its own rows, lines and columns. A row is any
 hashable key (a name, a (preset, kind) pair); `run(key, steps)` builds a fresh
 dataset for it and returns `tfpipe.bench.measure`'s Result.
@@ -70,3 +70,21 @@ def table_head(*columns: str, after: str = "") -> str:
     """A markdown header row and its rule; `after` follows the last '|' (a note)."""
     head = "| " + " | ".join(columns) + " |" + after
     return head + "\n" + "|---" * len(columns) + "|"
+
+
+def image_rounds(names: Sequence[K], run: Callable[[K, int], Any], seconds: float,
+                 min_steps: int, rounds: int, width: int = 60
+                 ) -> tuple[list[dict[K, float]], dict[K, list[float]]]:
+    """Equal-time steps per row (`sized_steps`, probes capped at 10 x `min_steps`),
+    then `rounds` alternating rounds, a line per measurement -> (per round {row:
+    images/s}, {row: [process CPU-ms per image, one per round]})."""
+    steps = sized_steps(names, run, seconds, min_steps, max_steps=10 * min_steps)
+    print("steps per variant:", steps, flush=True)
+    results = alternating_rounds(
+        names, rounds, lambda name: run(name, steps[name]),
+        lambda rnd, name, r: (f"round {rnd + 1}: {str(name):{width}s} "
+                              f"{r.elements_per_s:8.1f} images/s "
+                              f"{cpu_ms_per_image(r):6.2f} CPU-ms/image"))
+    rates = [{n: r.elements_per_s for n, r in this.items()} for this in results]
+    cpu_ms = {n: [cpu_ms_per_image(this[n]) for this in results] for n in names}
+    return rates, cpu_ms

@@ -358,14 +358,7 @@ def main(argv: list[str] | None = None) -> int:
 
     # equal time per row, as in pipeline_bench.py (_harness.sized_steps: a 3-step probe
     # asking for more than 10 x --steps is probed again over that many)
-    steps = H.sized_steps(names, run, args.seconds, args.steps, max_steps=10 * args.steps)
-    print("steps per variant:", steps, flush=True)
-    results = H.alternating_rounds(
-        names, args.rounds, lambda name: run(name, steps[name]),
-        lambda rnd, name, r: (f"round {rnd + 1}: {name:58s} {r.elements_per_s:8.1f} images/s "
-                              f"{H.cpu_ms_per_image(r):6.2f} CPU-ms/image"))
-    rounds = [{n: r.elements_per_s for n, r in this.items()} for this in results]
-    cpu_ms = {n: [H.cpu_ms_per_image(this[n]) for this in results] for n in names}
+    rounds, cpu_ms = H.image_rounds(names, run, args.seconds, args.steps, args.rounds, 58)
     rng = H.med_range
 
     print()

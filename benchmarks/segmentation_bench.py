@@ -240,14 +240,7 @@ def main(argv: list[str] | None = None) -> int:
         nbytes = None if is_tf else size[0] * size[1] * (3 * 4 + 4)
         return measure(ds, warmup=args.warmup, steps=steps, repeat=is_tf, element_bytes=nbytes)
 
-    steps = H.sized_steps(names, run, args.seconds, args.steps, max_steps=10 * args.steps)
-    print("steps per variant:", steps, flush=True)
-    results = H.alternating_rounds(
-        names, args.rounds, lambda name: run(name, steps[name]),
-        lambda rnd, name, r: (f"round {rnd + 1}: {name:62s} {r.elements_per_s:8.1f} images/s "
-                              f"{H.cpu_ms_per_image(r):6.2f} CPU-ms/image"))
-    rounds = [{n: r.elements_per_s for n, r in this.items()} for this in results]
-    cpu_ms = {n: [H.cpu_ms_per_image(this[n]) for this in results] for n in names}
+    rounds, cpu_ms = H.image_rounds(names, run, args.seconds, args.steps, args.rounds, 62)
     rng = H.med_range
 
     print()
