@@ -30,6 +30,10 @@ LABEL_KEY = "image/class/label"
 BOX_KEYS = tuple(f"image/object/bbox/{k}" for k in ("ymin", "xmin", "ymax", "xmax"))
 BOX_LABEL_KEY = "image/object/class/label"
 MASK_KEY = "image/segmentation/class/encoded"  # one single-channel PNG: class per pixel
+INSTANCE_MASK_KEY = "image/object/mask"  # one single-channel PNG per object (1 = object)
+# K points per object, object-major, y/x normalized like the boxes, COCO visibility
+KEYPOINT_KEYS = ("image/object/keypoint/y", "image/object/keypoint/x")
+KEYPOINT_VISIBILITY_KEY = "image/object/keypoint/visibility"
 
 # role -> (tfpipe's own key(s), dtype, one value per record?)
 ROLES: dict[str, tuple[Any, str, bool]] = {

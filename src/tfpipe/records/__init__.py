@@ -29,6 +29,12 @@ from tfpipe.records.manifest import (
 )
 from tfpipe.records.salvage import DatasetSalvageReport, SalvageReport, salvage, salvage_dataset
 from tfpipe.records.schema import (
+    AREA_KEY,
+    INSTANCE_MASK_KEY,
+    IS_CROWD_KEY,
+    KEYPOINT_VISIBILITY_KEY,
+    KEYPOINT_X_KEY,
+    KEYPOINT_Y_KEY,
     MASK_FORMAT_KEY,
     MASK_KEY,
     SCHEMA_VERSION,
@@ -73,5 +79,6 @@ __all__ = [
     "open_source", "parse_size", "record_summary", "salvage", "salvage_dataset", "summarize",
     "verify", "scan", "scan_file", "schema_from_example", "shard_name", "shard_entries", "shard_problems",
     "shard_record_counts", "shard_sizes", "tfds_manifest", "write_shard", "write_shard_frames",
-    "ColumnarEncoder", "MASK_FORMAT_KEY", "MASK_KEY", "segmentation_schema",
+    "ColumnarEncoder", "AREA_KEY", "INSTANCE_MASK_KEY", "IS_CROWD_KEY",
+    "KEYPOINT_VISIBILITY_KEY", "KEYPOINT_X_KEY", "KEYPOINT_Y_KEY", "MASK_FORMAT_KEY", "MASK_KEY", "segmentation_schema",
 ]

@@ -233,8 +233,29 @@ def classification_schema() -> Schema:
     ])
 
 
-def detection_schema() -> Schema:
-    """Image + normalized boxes and per-box classes (var-length lists)."""
+INSTANCE_MASK_KEY = "image/object/mask"
+"""Instance masks (OD API key): one single-channel 8-bit PNG per object, in box order,
+at the image's size, 1 = the object, 0 = not."""
+AREA_KEY = "image/object/area"
+IS_CROWD_KEY = "image/object/is_crowd"
+KEYPOINT_Y_KEY = "image/object/keypoint/y"
+KEYPOINT_X_KEY = "image/object/keypoint/x"
+KEYPOINT_VISIBILITY_KEY = "image/object/keypoint/visibility"
+"""Keypoints (OD API keys): K per object, object-major (object i's points are
+[i*K, (i+1)*K)), y and x normalized to [0, 1] like the boxes, visibility as COCO's
+(0 absent, 1 occluded, 2 visible); K and the names are in the manifest."""
+
+
+def detection_schema(masks: bool = False, keypoints: bool = False) -> Schema:
+    """Image + normalized boxes and per-box classes (var-length lists); with `masks`,
+    the instance masks, area and crowd flags; with `keypoints`, the keypoint lists."""
+    extra: list[FeatureSpec] = []
+    if masks:
+        extra += [_s(INSTANCE_MASK_KEY, "string", "var"), _s(AREA_KEY, "float32", "var"),
+                  _s(IS_CROWD_KEY, "int64", "var")]
+    if keypoints:
+        extra += [_s(KEYPOINT_Y_KEY, "float32", "var"), _s(KEYPOINT_X_KEY, "float32", "var"),
+                  _s(KEYPOINT_VISIBILITY_KEY, "int64", "var")]
     return Schema(_image_features() + [
         _s("image/object/bbox/xmin", "float32", "var"),
         _s("image/object/bbox/ymin", "float32", "var"),
@@ -242,7 +263,7 @@ def detection_schema() -> Schema:
         _s("image/object/bbox/ymax", "float32", "var"),
         _s("image/object/class/label", "int64", "var"),
         _s("image/object/class/text", "string", "var"),
-    ])
+    ] + extra)
 
 
 MASK_KEY = "image/segmentation/class/encoded"
@@ -261,7 +282,7 @@ def segmentation_schema() -> Schema:
 
 def known_feature(name: str) -> FeatureSpec | None:
     """The standard spec for a well-known key (used for defaults and inference)."""
-    for schema in (classification_schema(), detection_schema(), segmentation_schema()):
+    for schema in (classification_schema(), detection_schema(True, True), segmentation_schema()):
         if name in schema:
             return schema[name]
     return None
