@@ -9,7 +9,10 @@
     predict_preprocessed(image) -> as serving_default
 
 (a segmentation config: serving_default -> class_map at each request image's
-size, image_size, window, scores, model_class_map; export/_segment.py)
+size, image_size, window, scores, model_class_map; export/_segment.py; a
+detection config: -> boxes and keypoints in each request image's pixels,
+classes, class_names, scores, num_detections, image_sizes, instance_masks;
+export/_detect.py)
 plus TF Serving's models.config, batching parameters and warm-up requests,
 and an SHA-256 manifest checked by `verify_export` (`tfpipe verify`).
 """
@@ -36,6 +39,7 @@ _LAZY: dict[str, tuple[str, str]] = {
         "WARMUP_FILE", "BatchingParameters", "ModelEntry", "ServingFileError",
         "check_batching_file", "check_models_config", "models_config_text", "parse_batching",
         "read_warmup", "warmup_records")},
+    **{n: ("tfpipe.export._detect", n) for n in ("DetectServingModule",)},
     **{n: ("tfpipe.export._segment", n) for n in ("SegmentServingModule",
                                                    "class_map_at_size")},
     **{n: ("tfpipe.export._tflite", n) for n in ("tflite_report", "tflite_text")},
@@ -53,7 +57,8 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
-    "BATCHING_FILE", "INPUT_BYTES", "INPUT_IMAGE", "INPUT_PROBLEMS", "MANIFEST", "MAX_WARMUP",
+    "BATCHING_FILE", "DetectServingModule", "INPUT_BYTES", "INPUT_IMAGE", "INPUT_PROBLEMS",
+    "MANIFEST", "MAX_WARMUP",
     "MODELS_CONFIG", "OUTPUT_NAMES", "PER_MODEL_BATCHING", "SIGNATURE_NAMES", "WARMUP_DIR",
     "WARMUP_FILE", "BatchingParameters", "ExportError", "ExportResult", "ExportVerifyReport",
     "ModelEntry", "RestBodyError", "ServingFileError", "ServingModule", "check_batching_file",

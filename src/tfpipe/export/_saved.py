@@ -28,7 +28,7 @@ import tensorflow as tf
 
 from tfpipe._version import __version__
 from tfpipe.errors import ConfigError
-from tfpipe.export import _inputs, _manifest, _segment
+from tfpipe.export import _detect, _inputs, _manifest, _segment
 from tfpipe.export import _serving_files as sf
 from tfpipe.export._files import (  # noqa: F401 - also this module's names
     ExportError, ExportResult, _custom_ops, _load_model, _spec, save_for_serving,
@@ -261,13 +261,14 @@ def _export_into(config: Any, model: Any, out: Path, version: int, *, model_name
     keras_model = _load_model(model)
     _check_model_input(keras_model, pre)
     segment = pre.per_pixel  # per-pixel classes (export/_segment.py)
-    if segment:
-        problem = _segment.output_problem(keras_model, pre)
+    detect = pre.serves == "detections"  # boxes in request pixels (export/_detect.py)
+    if segment or detect:
+        problem = (_segment if segment else _detect).output_problem(keras_model, pre)
         if problem:
             raise ExportError(problem)
         if tflite:
             raise ExportError("tflite: the TFLite check is built for classification "
-                              "exports only, not data.task 'segmentation'")
+                              f"exports only, not data.task {pre.task!r}")
     if outputs_are == "auto":
         outputs_are = "probabilities" if _ends_in_softmax(keras_model) else "logits"
     batching = batching or sf.BatchingParameters()
@@ -276,6 +277,7 @@ def _export_into(config: Any, model: Any, out: Path, version: int, *, model_name
     final = model_dir / str(version)
     with staged_version(model_dir, version, overwrite) as tmp:
         module = (_segment.SegmentServingModule(keras_model, pre, outputs_are) if segment
+                  else _detect.DetectServingModule(keras_model, pre, names) if detect
                   else ServingModule(keras_model, pre, names, top_k, outputs_are))
         concrete = module.signatures()
         save_for_serving(module, concrete, tmp)
@@ -305,6 +307,9 @@ def _export_into(config: Any, model: Any, out: Path, version: int, *, model_name
         if segment:
             del meta["top_k"]
             meta["preprocessing"] = _segment.preprocessing_meta(pre)
+        if detect:  # scores as the model gives them: no softmax, no top k
+            del meta["top_k"], meta["outputs_are"]
+            meta["preprocessing"] = _detect.preprocessing_meta(pre)
         _manifest.write_manifest(tmp, meta)
 
     result = ExportResult(str(out), model_name, version, str(final), table, names,

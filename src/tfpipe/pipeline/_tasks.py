@@ -113,8 +113,9 @@ class Task:
       per task where they can; the builder names these when it meets another);
     - `block_path`: whole blocks of records may become batches (`_block`);
     - `serving`: what `pipeline.serving` / `tfpipe export` serve for it: None (no
-      serving graph), "classes" (one class distribution per image) or "class_map"
-      (a class per pixel, at the request image's size: export/_segment.py);
+      serving graph), "classes" (one class distribution per image), "class_map"
+      (a class per pixel, at the request image's size: export/_segment.py) or
+      "detections" (boxes etc. in the request image's pixels: export/_detect.py);
     - `cache_keys`: settings beyond the common ones that shape its decoded
       elements (named in a decoded cache's file name: `_caching`);
     - `rules`: its row of `tfpipe.config.TASK_RULES` (ops, pixel_stage device).
@@ -158,6 +159,7 @@ TASKS: dict[str, Task] = {t.name: t for t in (
          labels=True, batch_ops=("mixup", "cutmix"), block_path=True, serving="classes",
          rules=TASK_RULES["classification"]),
     Task("detection", builder="_detect:Detect", required_keys=(IMAGE_KEY, *BOX_KEYS),
+         serving="detections",  # export/_detect.py
          targets=_box_targets, batch_ops=("mosaic", "mixup"), rules=TASK_RULES["detection"]),
     Task("segmentation", builder="_segment:Segment", required_keys=(IMAGE_KEY, MASK_KEY),
          supervised=_image_mask, targets=_mask_targets, batch_ops=("cutmix", "mosaic"),

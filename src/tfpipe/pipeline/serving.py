@@ -8,7 +8,10 @@ whole image decoded, scaled to fit and padded with 0, as `Segment` renders it) a
 does after that (`pipeline.fast.normalizer` for float32 output, nothing for
 uint8). Segmentation also gives each image's decoded size (`letterbox`) and its
 `augment.letterbox_window`, from which serving maps the model's per-pixel answer
-back to the request image. With
+back to the request image. Detection: the whole image decoded and resized to
+`data.image_size` (`resized`: `_detect_geometry.BoxGeometry.image` without draws,
+what `Detect.process` runs on the eval split) and its decoded size, by which
+serving scales the model's normalized boxes and keypoints to request pixels. With
 `stock_ops=True` (the default) both are traced under `tfpipe.native.pure_tf()`,
 so the graph holds only stock TensorFlow ops -- a SavedModel that TF Serving or
 a process without tfpipe can load -- and, the native kernels being bit-identical
@@ -28,6 +31,8 @@ import tensorflow as tf
 from tfpipe import augment, native
 from tfpipe.errors import ConfigError
 from tfpipe.pipeline import _classify, _segment
+from tfpipe.pipeline._decode import decode_full
+from tfpipe.pipeline._detect_geometry import BoxGeometry
 from tfpipe.pipeline._settings import Settings, settings
 from tfpipe.pipeline._tasks import TASKS, task_of
 from tfpipe.pipeline.fast import normalizer
@@ -35,7 +40,7 @@ from tfpipe.pipeline.fast import normalizer
 
 @dataclass(frozen=True)
 class EvalPreprocessing:
-    """Eval preprocessing of one config (classification or segmentation)."""
+    """Eval preprocessing of one config (classification, segmentation or detection)."""
 
     settings: Settings
     stock_ops: bool = True
@@ -56,7 +61,13 @@ class EvalPreprocessing:
     def per_pixel(self) -> bool:
         """The task serves a class per pixel (segmentation: `letterbox`, export's
         class map) rather than one class distribution per image."""
-        return task_of(self.settings).serving == "class_map"
+        return self.serves == "class_map"
+
+    @property
+    def serves(self) -> str:
+        """What export serves for the task (`_tasks.Task.serving`): "classes",
+        "class_map" or "detections"."""
+        return str(task_of(self.settings).serving)
 
     @property
     def dtype(self) -> tf.DType:
@@ -74,6 +85,8 @@ class EvalPreprocessing:
         pipeline at the window's edges when chroma is subsampled."""
         if self.per_pixel:
             return self.letterbox(encoded)[0]
+        if self.serves == "detections":
+            return self.resized(encoded)[0]
         with self._scope():
             return _classify.eval_image(self.settings, encoded, crop_in_decoder)
 
@@ -82,6 +95,15 @@ class EvalPreprocessing:
         eval pipeline renders it, int32 [2] its decoded (height, width))."""
         with self._scope():
             return _segment.eval_letterbox(self.settings, encoded)
+
+    def resized(self, encoded: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+        """Detection: one encoded image -> (uint8 [H, W, channels], the whole image
+        resized as the eval pipeline renders it, int32 [2] its decoded (height, width))."""
+        with self._scope():
+            decoded = decode_full(encoded, self.channels)
+            # the eval split's own call (`Detect.process`: no draws -> the plain resize)
+            image, _, size = BoxGeometry(self.settings, []).image(decoded, None)
+            return image, tf.cast(size, tf.int32)
 
     def window(self, size: tf.Tensor) -> tf.Tensor:
         """int32 [4] (top, left, height, width): where an image of `size` lies in the

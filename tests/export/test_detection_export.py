@@ -1,0 +1,398 @@
+"""Detection export: `tfpipe export` of a model returning boxes / classes / scores /
+keypoints / instance masks, the skew test (a fresh process without tfpipe == the eval
+pipeline, bit for bit), boxes and keypoints in each request image's pixels against
+NumPy, a painted-box ground truth, TF Serving files, REST, bad input, refused models."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import tensorflow as tf
+from click.testing import CliRunner
+from PIL import Image
+
+pytestmark = pytest.mark.xdist_group("export")
+
+SIZE = (40, 56)  # not square: a transposed height/width shows
+N, K, S, C = 5, 3, 8, 2  # detections, keypoints, mask side, classes
+
+
+@pytest.fixture(scope="module")
+def det_data(tmp_path_factory, photo_bytes) -> Path:
+    """Five real photos of five sizes (JPEG RGB / gray / progressive, RGBA PNG, BMP)
+    with one COCO box each, converted by `tfpipe convert`, all in `val`, one shard."""
+    from tfpipe.convert import convert
+
+    root = tmp_path_factory.mktemp("det-export")
+    (root / "images").mkdir()
+    picks = ["astronaut.jpg", "coffee_301x207.jpg", "camera_gray.jpg", "chelsea_alpha.png",
+             "astronaut.bmp"]
+    images, anns = [], []
+    for i, name in enumerate(picks):
+        (root / "images" / name).write_bytes(photo_bytes[name])
+        with Image.open(io.BytesIO(photo_bytes[name])) as im:
+            w, h = im.size
+        images.append({"id": i + 1, "file_name": name, "height": h, "width": w})
+        anns.append({"id": i + 1, "image_id": i + 1, "category_id": (1, 3)[i % 2],
+                     "bbox": [w / 8, h / 4, w / 2, h / 3], "iscrowd": 0})
+    cats = [{"id": 3, "name": "cat"}, {"id": 1, "name": "person"}]
+    (root / "instances.json").write_text(json.dumps({"images": images, "annotations": anns,
+                                                     "categories": cats}))
+    manifest = convert(root / "instances.json", root / "data", images=root / "images",
+                       split={"val": 1.0}, workers=1)
+    assert not manifest.splits["val"].skipped
+    assert manifest.class_names == ["person", "cat"]
+    return root / "data"
+
+
+@pytest.fixture(scope="module")
+def det_config(det_data) -> dict:
+    return {"data": {"path": str(det_data), "task": "detection", "image_size": list(SIZE),
+                     "max_boxes": 4},
+            "pipeline": {"batch_size": 2}}
+
+
+def _model(keypoints: bool = True, masks: bool = True):
+    """A tiny detector head of plain layers, fixed weights: normalized boxes [B, N, 4]
+    (sigmoid stretched to [-0.5, 1.5]: some past the edges), float class ids, scores, keypoints, masks."""
+    import keras
+
+    keras.utils.set_random_seed(2)
+    L = keras.layers
+    inp = keras.Input((*SIZE, 3))
+    x = L.Conv2D(4, 3, strides=4, activation="relu")(inp)
+    x = L.GlobalAveragePooling2D()(x)
+    out = {"boxes": L.Rescaling(2.0, offset=-0.5)(L.Reshape((N, 4))(L.Dense(N * 4, "sigmoid")(x))),
+           "classes": L.Rescaling(float(C - 1))(L.Dense(N, "sigmoid")(x)),
+           "scores": L.Dense(N, "sigmoid")(x)}
+    if keypoints:
+        out["keypoints"] = L.Reshape((N, K, 3))(L.Dense(N * K * 3, "sigmoid")(x))
+    if masks:
+        out["instance_masks"] = L.Reshape((N, S, S))(L.Dense(N * S * S, "sigmoid")(x))
+    return keras.Model(inp, out)
+
+
+@pytest.fixture(scope="module")
+def det_model():
+    return _model()
+
+
+@pytest.fixture(scope="module")
+def det_blobs(det_data) -> list[bytes]:
+    spec = {"image/encoded": tf.io.FixedLenFeature([], tf.string)}
+    return [tf.io.parse_single_example(r, spec)["image/encoded"].numpy()
+            for r in tf.data.TFRecordDataset([str(p) for p in
+                                              sorted(det_data.glob("val-*.tfrecord"))])]
+
+
+@pytest.fixture(scope="module")
+def cli_export(tmp_path_factory, det_config, det_model) -> tuple[Path, dict]:
+    """ONE export for this module, through `tfpipe export` (JSON config, .keras model)."""
+    from tfpipe.cli.main import cli
+
+    tmp = tmp_path_factory.mktemp("det-cli")
+    det_model.save(tmp / "det.keras")
+    (tmp / "cfg.yaml").write_text(json.dumps(det_config))  # YAML reads JSON
+    r = CliRunner().invoke(cli, ["export", str(tmp / "cfg.yaml"), "--model",
+                                 str(tmp / "det.keras"), "--out", str(tmp / "out"),
+                                 "--warmup", "3", "--json"], catch_exceptions=False)
+    assert r.exit_code == 0, r.output
+    return tmp / "out", json.loads(r.output)
+
+
+@pytest.fixture(scope="module")
+def det_loaded(cli_export):
+    return tf.saved_model.load(cli_export[1]["version_dir"])
+
+
+FRESH = """
+import json, sys
+import numpy as np
+import tensorflow as tf
+version_dir, blobs, out = sys.argv[1], sys.argv[2], sys.argv[3]
+data = tf.constant([bytes.fromhex(h) for h in json.load(open(blobs))])
+m = tf.saved_model.load(version_dir)
+pre = m.signatures["preprocess"](image_bytes=data)
+res = m.signatures["serving_default"](image_bytes=data)
+np.savez(out, image=pre["image"].numpy(), pre_sizes=pre["image_sizes"].numpy(),
+         **{k: v.numpy() for k, v in res.items()})
+print(json.dumps({"tfpipe_loaded": any(k.startswith("tfpipe") for k in sys.modules)}))
+"""
+
+
+@pytest.fixture(scope="module")
+def det_fresh(cli_export, det_blobs, tmp_path_factory) -> dict:
+    """preprocess + serving_default on the records' bytes (five sizes in ONE batch) in a
+    process without tfpipe."""
+    tmp = tmp_path_factory.mktemp("det-fresh")
+    (tmp / "blobs.json").write_text(json.dumps([b.hex() for b in det_blobs]))
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    env["TF_CPP_MIN_LOG_LEVEL"] = "3"
+    proc = subprocess.run([sys.executable, "-c", FRESH, cli_export[1]["version_dir"],
+                           str(tmp / "blobs.json"), str(tmp / "out.npz")],
+                          capture_output=True, text=True, timeout=180, env=env, cwd=tmp)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    got = dict(np.load(tmp / "out.npz", allow_pickle=True))
+    return {**got, **json.loads(proc.stdout.strip().splitlines()[-1])}
+
+
+def _decoded_size(blob: bytes) -> tuple[int, int]:
+    with Image.open(io.BytesIO(blob)) as im:
+        return im.height, im.width
+
+
+def _eval_images(config, n: int) -> tuple[np.ndarray, set[str]]:
+    """The eval pipeline's images by sample index, and the ops of its graph."""
+    from tfpipe import build_pipeline
+
+    ds = build_pipeline(config, split="val", keep_index=True)
+    by_index = {}
+    for batch in ds:
+        for i, idx in enumerate(batch["index"].numpy()):
+            by_index[int(idx)] = batch["image"][i].numpy()
+    assert sorted(by_index) == list(range(n))
+    g = tf.compat.v1.GraphDef.FromString(ds._as_serialized_graph(  # noqa: SLF001
+        external_state_policy=tf.data.experimental.ExternalStatePolicy.IGNORE).numpy())
+    ops = {n.op for n in g.node} | {n.op for f in g.library.function for n in f.node_def}
+    return np.stack([by_index[i] for i in range(n)]), ops
+
+
+# ------------------------------------------------------------------ tests
+@pytest.mark.slow  # the fresh process
+def test_fresh_process_is_the_eval_pipeline_and_outputs_are_in_request_pixels(
+        det_fresh, det_config, det_blobs, det_model):
+    from tfpipe import native
+
+    assert det_fresh["tfpipe_loaded"] is False
+    want, ops = _eval_images(det_config, len(det_blobs))
+    if native.available():  # then it is the native decode + resize vs their pure-TF twins
+        assert "TfpipeDecodeJpegStrict" in ops, ops
+    got = det_fresh["image"]
+    assert got.dtype == want.dtype == np.float32 and got.shape == want.shape
+    for i in range(len(det_blobs)):
+        assert np.array_equal(got[i], want[i]), f"record {i}: max |diff| " \
+                                                 f"{np.abs(got[i] - want[i]).max()}"
+    # every request at its own size, in one batch
+    sizes = np.array([_decoded_size(b) for b in det_blobs], np.int32)
+    assert len({tuple(s) for s in sizes}) == len(det_blobs)
+    assert np.array_equal(det_fresh["image_sizes"], sizes)
+    assert np.array_equal(det_fresh["pre_sizes"], sizes)
+    # the model on exactly that input
+    y = {k: v.numpy() for k, v in det_model(want, training=False).items()}
+    nb = det_fresh["normalized_boxes"]
+    np.testing.assert_allclose(nb, y["boxes"], rtol=1e-5, atol=1e-6)
+    assert (nb > 1).any() or (nb < 0).any()  # boxes past the edge: mapped, not clipped
+    # the mapping, against NumPy in float32: normalized * the request's own (h, w)
+    hw = sizes.astype(np.float32)
+    assert det_fresh["boxes"].dtype == np.float32
+    assert np.array_equal(det_fresh["boxes"], nb * np.concatenate([hw, hw], 1)[:, None, :])
+    nk = det_fresh["normalized_keypoints"]
+    np.testing.assert_allclose(nk, y["keypoints"], rtol=1e-5, atol=1e-6)
+    kp = det_fresh["keypoints"]
+    assert kp.shape == (len(sizes), N, K, 3)
+    assert np.array_equal(kp[..., 0], nk[..., 0] * hw[:, None, None, 0])
+    assert np.array_equal(kp[..., 1], nk[..., 1] * hw[:, None, None, 1])
+    assert np.array_equal(kp[..., 2], nk[..., 2])  # the score passes through
+    # masks: box-relative, as the model gives them
+    assert det_fresh["instance_masks"].shape == (len(sizes), N, S, S)
+    np.testing.assert_allclose(det_fresh["instance_masks"], y["instance_masks"], rtol=1e-5,
+                               atol=1e-6)
+    # float class ids rounded; names from the manifest (COCO's sorted category ids)
+    classes = det_fresh["classes"]
+    assert classes.dtype == np.int64
+    near = np.abs(y["classes"] - np.round(y["classes"]) - 0.5 * np.sign(
+        y["classes"] - np.round(y["classes"]))) > 1e-4  # not at a .5 tie
+    assert np.array_equal(classes[near], np.round(y["classes"])[near].astype(np.int64))
+    assert set(classes.ravel()) <= {0, 1} and len(set(classes.ravel())) == 2
+    names = np.vectorize(lambda b: b.decode())(det_fresh["class_names"])
+    assert np.array_equal(names, np.array(["person", "cat"])[classes])
+    np.testing.assert_allclose(det_fresh["scores"], y["scores"], rtol=1e-5, atol=1e-6)
+    assert det_fresh["num_detections"].tolist() == [N] * len(sizes)
+
+
+def test_signatures_serving_files_and_warmup(cli_export, det_loaded):
+    from tfpipe.export import check_models_config, parse_batching, read_warmup, verify_export
+
+    out, res = cli_export
+    assert res["model_name"] == "det" and res["warmup_records"] == 3
+    assert res["class_names"] == ["person", "cat"]
+    sig = res["signatures"]
+    h, w = SIZE
+    assert sig["serving_default"]["inputs"] == {"image_bytes": {"dtype": "string",
+                                                                "shape": [None]}}
+    assert {k: (v["dtype"], v["shape"]) for k, v in sig["serving_default"]["outputs"].items()} \
+        == {"boxes": ("float32", [None, N, 4]), "normalized_boxes": ("float32", [None, N, 4]),
+            "classes": ("int64", [None, N]), "class_names": ("string", [None, N]),
+            "scores": ("float32", [None, N]), "num_detections": ("int32", [None]),
+            "image_sizes": ("int32", [None, 2]), "keypoints": ("float32", [None, N, K, 3]),
+            "normalized_keypoints": ("float32", [None, N, K, 3]),
+            "instance_masks": ("float32", [None, N, S, S])}
+    assert {k: v["shape"] for k, v in sig["preprocess"]["outputs"].items()} == {
+        "image": [None, h, w, 3], "image_sizes": [None, 2]}
+    assert sig["predict_preprocessed"]["inputs"]["image"]["shape"] == [None, h, w, 3]
+    assert sorted(sig["predict_preprocessed"]["outputs"]) == [
+        "class_names", "classes", "instance_masks", "normalized_boxes",
+        "normalized_keypoints", "num_detections", "scores"]
+    assert sorted(det_loaded.signatures) == sorted(sig)
+    vdir = Path(res["version_dir"])
+    meta = json.loads((vdir / "export_manifest.json").read_text())
+    assert meta["preprocessing"]["kind"] == "detection"
+    assert "top_k" not in meta and "outputs_are" not in meta
+    (entry,) = check_models_config(out / "models.config")
+    assert entry.name == "det" and Path(entry.base_path) == vdir.parent
+    parse_batching((out / "batching_parameters.txt").read_text())
+    logs = read_warmup(vdir / "assets.extra" / "tf_serving_warmup_requests", sig)
+    assert len(logs) == 3
+    # the warm-up requests run (what the server replays when it loads the model)
+    for log in logs:
+        req = log.predict_log.request
+        assert req.model_spec.name == "det"
+        batch = tf.make_ndarray(req.inputs["image_bytes"])
+        y = det_loaded.signatures[req.model_spec.signature_name](
+            image_bytes=tf.constant(list(batch)))
+        assert y["boxes"].shape == (len(batch), N, 4)
+    assert verify_export(str(out)).ok
+
+
+def test_rest_row_and_columnar(det_loaded, det_blobs):
+    """REST on two images of different sizes: each instance's answer is its row of the
+    direct call, boxes in its own pixels."""
+    from tfpipe.export import rest_predict, rest_predict_body
+
+    fn = det_loaded.signatures["serving_default"]
+    pick = [det_blobs[0], det_blobs[2]]
+    direct = {k: v.numpy() for k, v in fn(image_bytes=tf.constant(pick)).items()}
+    rows = rest_predict(det_loaded, rest_predict_body(pick))["predictions"]
+    assert len(rows) == 2
+    for i, row in enumerate(rows):
+        assert row["image_sizes"] == list(_decoded_size(pick[i]))
+        np.testing.assert_array_equal(np.float32(row["boxes"]), direct["boxes"][i])
+        np.testing.assert_array_equal(np.float32(row["keypoints"]), direct["keypoints"][i])
+        assert row["classes"] == direct["classes"][i].tolist()
+        assert row["class_names"] == [b.decode() for b in direct["class_names"][i]]
+        assert np.shape(row["instance_masks"]) == (N, S, S)
+    body = json.dumps({"inputs": [{"b64": __import__("base64").b64encode(b).decode()}
+                                  for b in pick]})
+    cols = rest_predict(det_loaded, body)["outputs"]
+    np.testing.assert_array_equal(np.float32(cols["boxes"]), direct["boxes"])
+    assert cols["num_detections"] == [N, N]
+
+
+def test_bad_input_names_the_element(det_loaded, det_blobs):
+    fn = det_loaded.signatures["serving_default"]
+    png = next(b for b in det_blobs if b.startswith(b"\x89PNG"))
+    with pytest.raises(tf.errors.InvalidArgumentError) as e:
+        fn(image_bytes=tf.constant([det_blobs[0], b"", b"not an image at all", png[:-40]]))
+    msg = e.value.message
+    assert "image_bytes[1]: empty (0 bytes)" in msg
+    assert "image_bytes[2]: not a JPEG, PNG, GIF, BMP or WebP image" in msg
+    assert "image_bytes[3]: truncated PNG" in msg and "image_bytes[0]" not in msg
+    for sig in ("serving_default", "preprocess"):
+        with pytest.raises(tf.errors.InvalidArgumentError, match="no images"):
+            det_loaded.signatures[sig](image_bytes=tf.constant([], tf.string))
+    with pytest.raises(tf.errors.InvalidArgumentError, match="expected to be a float tensor"):
+        det_loaded.signatures["predict_preprocessed"](image=tf.zeros([1, *SIZE, 3], tf.uint8))
+
+
+def _refused(det_config, tmp_path, model, match, **kw):
+    from tfpipe.export import ExportError, export_serving
+
+    with pytest.raises(ExportError, match=match):
+        export_serving(det_config, model, tmp_path / "out", warmup=0, serving_config=False,
+                       **kw)
+    assert not (tmp_path / "out").exists()
+
+
+def test_refused_models_name_what_is_missing_and_found(det_config, tmp_path):
+    import keras
+
+    L = keras.layers
+    inp = keras.Input((*SIZE, 3))
+    x = L.GlobalAveragePooling2D()(inp)
+    boxes = L.Reshape((N, 4))(L.Dense(N * 4)(x))
+    logits = L.Dense(7)(x)
+    # a dict without classes and scores: both named, and what it has
+    _refused(det_config, tmp_path, keras.Model(inp, {"boxes": boxes, "logits": logits}),
+             r"missing: classes, scores; found: boxes: float32 \(None, 5, 4\), "
+             r"logits: float32 \(None, 7\)")
+    # a classifier
+    _refused(det_config, tmp_path, keras.Model(inp, logits),
+             r"must return a dict with boxes .*got one tensor float32 \(None, 7\)")
+    # boxes of the wrong shape; N disagreeing between outputs
+    _refused(det_config, tmp_path, keras.Model(inp, {
+        "boxes": L.Dense(4)(x), "classes": L.Dense(N)(x), "scores": L.Dense(N)(x)}),
+        r"boxes: must be \[batch, N, 4\] normalized yxyx, got float32 \(None, 4\)")
+    _refused(det_config, tmp_path, keras.Model(inp, {
+        "boxes": boxes, "classes": L.Dense(N)(x), "scores": L.Dense(N + 1)(x)}),
+        r"scores: 6 detections per image, boxes has 5")
+    _refused(det_config, tmp_path, keras.Model(inp, [boxes, logits]),
+             r"got a list of 2")
+
+
+def test_tflite_is_refused_for_detection(det_config, tmp_path):
+    _refused(det_config, tmp_path, _model(False, False),
+             r"tflite: .*classification exports only, not data.task 'detection'", tflite=True)
+
+
+class _PaintedBoxFinder:
+    """A "model" that finds the bright rectangle in the model input (threshold, first
+    and last bright row / column): its normalized box, class 1, score 1, and the box's
+    top-left / bottom-right corners as two keypoints (visibility 2)."""
+
+    def __call__(self, image: tf.Tensor, training: bool = False):
+        bright = tf.reduce_min(image, axis=-1) > 0.0  # normalized: above the mean
+        rows, cols = tf.reduce_any(bright, 2), tf.reduce_any(bright, 1)
+
+        def edges(a: tf.Tensor, n: int) -> tuple[tf.Tensor, tf.Tensor]:
+            i = tf.cast(tf.range(n), tf.float32)[None]
+            first = tf.reduce_min(tf.where(a, i, float(n)), 1)
+            last = tf.reduce_max(tf.where(a, i, -1.0), 1) + 1
+            return first / n, last / n
+
+        y0, y1 = edges(rows, SIZE[0])
+        x0, x1 = edges(cols, SIZE[1])
+        boxes = tf.stack([y0, x0, y1, x1], -1)[:, None, :]
+        two = tf.fill(tf.shape(y0), 2.0)
+        kp = tf.stack([tf.stack([y0, x0, two], -1), tf.stack([y1, x1, two], -1)], 1)
+        ones = tf.ones_like(y0)[:, None]
+        return {"boxes": boxes, "classes": ones, "scores": ones, "keypoints": kp[:, None]}
+
+
+def test_boxes_land_on_the_painted_rectangle(det_config):
+    """Ground truth instead of the mapping's formula: requests of three sizes (PNG and
+    JPEG) with a white rectangle painted at known pixels; the served box and keypoints
+    (request pixels) land on the painted rectangle within one model pixel's extent in
+    the request (the resize blurs its edge by one pixel of the model input)."""
+    from tfpipe.export import DetectServingModule
+    from tfpipe.pipeline.serving import eval_preprocessing
+
+    pre = eval_preprocessing(det_config)
+    module = DetectServingModule(_PaintedBoxFinder(), pre, ["person", "cat"])
+    cases = [((97, 131), (20, 30, 70, 101), "png"), ((300, 200), (40, 120, 250, 190), "jpeg"),
+             ((33, 47), (5, 0, 30, 20), "png")]
+    blobs, painted = [], []
+    for (h, w), (y0, x0, y1, x1), fmt in cases:
+        img = np.zeros((h, w, 3), np.uint8)
+        img[y0:y1, x0:x1] = 255
+        buf = io.BytesIO()
+        Image.fromarray(img).save(buf, format=fmt.upper(), quality=95)
+        blobs.append(buf.getvalue())
+        painted.append((y0, x0, y1, x1))
+    got = {k: v.numpy() for k, v in module.serving_default(tf.constant(blobs)).items()}
+    for i, ((h, w), _, _) in enumerate(cases):
+        assert got["image_sizes"][i].tolist() == [h, w]
+        tol = np.array([h / SIZE[0], w / SIZE[1]] * 2) * 1.01  # one model pixel
+        assert (np.abs(got["boxes"][i, 0] - painted[i]) <= tol).all(), \
+            (i, got["boxes"][i, 0], painted[i], tol)
+        corners = got["keypoints"][i, 0]
+        assert np.array_equal(corners[:, :2].ravel(), got["boxes"][i, 0])
+        assert corners[:, 2].tolist() == [2.0, 2.0]
+    assert got["class_names"][:, 0].tolist() == [b"cat"] * 3
+    assert "instance_masks" not in got and got["num_detections"].tolist() == [1, 1, 1]
