@@ -31,10 +31,11 @@ import click
               help="models.config base_path (default: OUT/<name>, absolute; e.g. "
                    "/models/<name> inside a container).")
 @click.option("--top-k", type=click.IntRange(min=1), default=5, show_default=True,
-              help="Classification: the top classes returned (not for segmentation).")
+              help="Classification: the top classes returned (not for segmentation or "
+                   "detection).")
 @click.option("--tflite", is_flag=True,
               help="Convert with the TFLite converter and compare with the SavedModel "
-                   "(classification).")
+                   "(classification; refused for segmentation and detection).")
 @click.option("--overwrite", is_flag=True, help="Replace an existing OUT/<name>/<version>.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 def command(config: str, model_path: str, out_dir: str, sets: tuple[str, ...],
@@ -48,7 +49,11 @@ def command(config: str, model_path: str, out_dir: str, sets: tuple[str, ...],
     predict_preprocessed (image -> outputs). A segmentation config (data.task:
     segmentation, a model returning [B, H, W, num_classes]): serving_default ->
     class_map at each request image's size, image_size, window, scores,
-    model_class_map. See docs/serving.md.
+    model_class_map. A detection config (a model returning a dict of boxes
+    [B, N, 4] normalized yxyx, classes, scores[, num_detections, keypoints,
+    instance_masks]): serving_default -> boxes and keypoints in each request
+    image's pixels, classes, class_names, scores, num_detections, image_sizes,
+    box-relative instance_masks. See docs/serving.md.
     """
     from tfpipe.config import load_config, parse_set_options
     from tfpipe.errors import TfpipeError
