@@ -61,7 +61,8 @@ def det_config(det_data) -> dict:
 
 def _model(keypoints: bool = True, masks: bool = True):
     """A tiny detector head of plain layers, fixed weights: normalized boxes [B, N, 4]
-    (sigmoid stretched to [-0.5, 1.5]: some past the edges), float class ids, scores, keypoints, masks."""
+    (sigmoid stretched to [-0.5, 1.5]: some past the edges), float class ids, scores,
+    keypoints, masks."""
     import keras
 
     keras.utils.set_random_seed(2)
