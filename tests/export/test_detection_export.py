@@ -363,7 +363,9 @@ class _PaintedBoxFinder:
         two = tf.fill(tf.shape(y0), 2.0)
         kp = tf.stack([tf.stack([y0, x0, two], -1), tf.stack([y1, x1, two], -1)], 1)
         ones = tf.ones_like(y0)[:, None]
-        return {"boxes": boxes, "classes": ones, "scores": ones, "keypoints": kp[:, None]}
+        found = tf.cast(tf.reduce_any(rows, 1), tf.int64)  # the model's own count
+        return {"boxes": boxes, "classes": ones, "scores": ones, "keypoints": kp[:, None],
+                "num_detections": found}
 
 
 def test_boxes_land_on_the_painted_rectangle(det_config):
@@ -386,7 +388,10 @@ def test_boxes_land_on_the_painted_rectangle(det_config):
         Image.fromarray(img).save(buf, format=fmt.upper(), quality=95)
         blobs.append(buf.getvalue())
         painted.append((y0, x0, y1, x1))
-    got = {k: v.numpy() for k, v in module.serving_default(tf.constant(blobs)).items()}
+    black = io.BytesIO()
+    Image.fromarray(np.zeros((21, 35, 3), np.uint8)).save(black, format="PNG")
+    got = {k: v.numpy() for k, v in module.serving_default(
+        tf.constant([*blobs, black.getvalue()])).items()}
     for i, ((h, w), _, _) in enumerate(cases):
         assert got["image_sizes"][i].tolist() == [h, w]
         tol = np.array([h / SIZE[0], w / SIZE[1]] * 2) * 1.01  # one model pixel
@@ -395,5 +400,32 @@ def test_boxes_land_on_the_painted_rectangle(det_config):
         corners = got["keypoints"][i, 0]
         assert np.array_equal(corners[:, :2].ravel(), got["boxes"][i, 0])
         assert corners[:, 2].tolist() == [2.0, 2.0]
-    assert got["class_names"][:, 0].tolist() == [b"cat"] * 3
-    assert "instance_masks" not in got and got["num_detections"].tolist() == [1, 1, 1]
+    assert got["class_names"][:, 0].tolist() == [b"cat"] * 4
+    assert "instance_masks" not in got and got["num_detections"].tolist() == [1, 1, 1, 0]
+
+
+def test_a_tuple_model_without_keypoints_or_masks(det_config, det_blobs, tmp_path):
+    """(boxes, classes, scores) as a list, integer classes: exported and saved; the
+    signature has no keypoints / masks outputs, num_detections is N for every image."""
+    import keras
+
+    from tfpipe.export import export_serving
+
+    L = keras.layers
+    inp = keras.Input((*SIZE, 3))
+    x = L.GlobalAveragePooling2D()(inp)
+    boxes = L.Reshape((N, 4))(L.Dense(N * 4, "sigmoid")(x))
+    classes = L.Lambda(lambda t: keras.ops.cast(t > 0, "int32"))(L.Dense(N)(x))
+    model = keras.Model(inp, [boxes, classes, L.Dense(N, "sigmoid")(x)])
+    res = export_serving(det_config, model, tmp_path / "out", warmup=0, serving_config=False)
+    assert sorted(res.signatures["serving_default"]["outputs"]) == [
+        "boxes", "class_names", "classes", "image_sizes", "normalized_boxes",
+        "num_detections", "scores"]
+    fn = tf.saved_model.load(res.version_dir).signatures["serving_default"]
+    got = fn(image_bytes=tf.constant(det_blobs[:2]))
+    assert got["num_detections"].numpy().tolist() == [N, N]
+    sizes = np.float32([_decoded_size(b) for b in det_blobs[:2]])
+    np.testing.assert_array_equal(
+        got["boxes"].numpy(), got["normalized_boxes"].numpy() * np.tile(sizes, 2)[:, None])
+    names = np.array(["person", "cat"])[got["classes"].numpy()]
+    assert np.array_equal(got["class_names"].numpy().astype(str), names)
