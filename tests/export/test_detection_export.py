@@ -365,7 +365,8 @@ class _PaintedBoxFinder:
         ones = tf.ones_like(y0)[:, None]
         found = tf.cast(tf.reduce_any(rows, 1), tf.int64)  # the model's own count
         return {"boxes": boxes, "classes": ones, "scores": ones, "keypoints": kp[:, None],
-                "num_detections": found}
+                "num_detections": found,
+                "instance_masks": tf.ones_like(y0)[:, None, None, None] * tf.ones([1, 4, 6])}
 
 
 def test_boxes_land_on_the_painted_rectangle(det_config):
@@ -373,7 +374,7 @@ def test_boxes_land_on_the_painted_rectangle(det_config):
     JPEG) with a white rectangle painted at known pixels; the served box and keypoints
     (request pixels) land on the painted rectangle within one model pixel's extent in
     the request (the resize blurs its edge by one pixel of the model input)."""
-    from tfpipe.export import DetectServingModule
+    from tfpipe.export import DetectServingModule, paste_instance_masks
     from tfpipe.pipeline.serving import eval_preprocessing
 
     pre = eval_preprocessing(det_config)
@@ -400,8 +401,56 @@ def test_boxes_land_on_the_painted_rectangle(det_config):
         corners = got["keypoints"][i, 0]
         assert np.array_equal(corners[:, :2].ravel(), got["boxes"][i, 0])
         assert corners[:, 2].tolist() == [2.0, 2.0]
+        # the (all-on) box-relative mask pasted back covers the painted pixels
+        (pasted,) = paste_instance_masks(got["instance_masks"][i], got["boxes"][i], (h, w))
+        y0, x0, y1, x1 = painted[i]
+        truth = np.zeros((h, w), bool)
+        truth[y0:y1, x0:x1] = True
+        assert (pasted.astype(bool) & truth).sum() / (pasted.astype(bool) | truth).sum() > 0.9
     assert got["class_names"][:, 0].tolist() == [b"cat"] * 4
-    assert "instance_masks" not in got and got["num_detections"].tolist() == [1, 1, 1, 0]
+    assert got["instance_masks"].shape == (4, 1, 4, 6)
+    assert got["num_detections"].tolist() == [1, 1, 1, 0]
+
+
+def _oracle_paste(mask: np.ndarray, box, h: int, w: int) -> np.ndarray:
+    """Exact rationals: pixel (i, j) with its centre in the box reads cell
+    floor((i + 1/2 - ymin) S / (ymax - ymin)) (and likewise j) of mask > 0.5."""
+    from fractions import Fraction as F
+
+    y0, x0, y1, x1 = (F(float(v)) for v in box)
+    out = np.zeros((h, w), np.uint8)
+    for i in range(h):
+        for j in range(w):
+            cy, cx = F(2 * i + 1, 2), F(2 * j + 1, 2)
+            if y0 <= cy < y1 and x0 <= cx < x1:
+                r = int((cy - y0) * mask.shape[0] / (y1 - y0) // 1)
+                c = int((cx - x0) * mask.shape[1] / (x1 - x0) // 1)
+                out[i, j] = mask[r, c] > 0.5
+    return out
+
+
+def test_paste_instance_masks_is_the_rational_oracle():
+    """Integer boxes (every cell edge an exact tie), quarter-pixel boxes partly outside
+    the image, non-square masks, an empty box."""
+    from tfpipe.export import paste_instance_masks
+
+    rng = np.random.default_rng(5)
+    for t in range(40):
+        h, w = (int(v) for v in rng.integers(3, 30, 2))
+        sh, sw = (int(v) for v in rng.integers(2, 12, 2))
+        if t % 2:
+            ys, xs = np.sort(rng.integers(0, h + 1, 2)), np.sort(rng.integers(0, w + 1, 2))
+        else:
+            ys = np.sort(rng.integers(-8, 4 * h + 8, 2)) / 4
+            xs = np.sort(rng.integers(-8, 4 * w + 8, 2)) / 4
+        boxes = np.array([[ys[0], xs[0], ys[1], xs[1]], [5.0, 5.0, 5.0, 9.0]], np.float32)
+        masks = rng.random((2, sh, sw)).astype(np.float32)
+        got = paste_instance_masks(masks, boxes, (h, w))
+        assert got.shape == (2, h, w) and got.dtype == np.uint8
+        assert np.array_equal(got[0], _oracle_paste(masks[0], boxes[0], h, w)), t
+        assert not got[1].any()  # zero height
+    with pytest.raises(ValueError, match=r"masks \[N, S, S\] and boxes \[N, 4\]"):
+        paste_instance_masks(np.zeros((2, 4, 4)), np.zeros((3, 4)), (8, 8))
 
 
 def test_a_tuple_model_without_keypoints_or_masks(det_config, det_blobs, tmp_path):

@@ -10,7 +10,8 @@
                 third value as is, and normalized_keypoints, the model's own (when
                 the model returns keypoints),
            instance_masks float32 [None, N, S, S]: box-relative, as the model gives
-                them (when it returns them)
+                them (when it returns them; S x S or Sh x Sw as data.instance_masks'
+                size); `paste_instance_masks` (export/_masks.py) pastes them
     preprocess(image_bytes) -> image (the model input), image_sizes
     predict_preprocessed(image) -> the model-frame outputs: normalized_boxes,
         classes, class_names, scores, num_detections[, normalized_keypoints,
@@ -52,7 +53,7 @@ _SHAPES: dict[str, tuple[int, int | None, str]] = {
     "scores": (2, None, "[batch, N]"),
     "num_detections": (1, None, "[batch]"),
     "keypoints": (4, 3, "[batch, N, K, 3] normalized (y, x, score)"),
-    "instance_masks": (4, None, "[batch, N, S, S] box-relative"),
+    "instance_masks": (4, None, "[batch, N, S, S] box-relative"),  # (or Sh x Sw)
 }
 CONTRACT = ("a detection model must return a dict with boxes [batch, N, 4] (normalized "
             "yxyx), classes [batch, N], scores [batch, N] (optional: num_detections "
@@ -111,9 +112,6 @@ def output_problem(model: Any, pre: EvalPreprocessing) -> str | None:
                 return (f"{name}: {m} detections per image, boxes has {n}; every output "
                         f"holds the same N detections ({found})")
             n = n if n is not None else m
-    masks = out.get("instance_masks")
-    if masks is not None and masks.shape[2] != masks.shape[3]:
-        return f"instance_masks: must be square [batch, N, S, S], got {_describe(masks)}"
     return None
 
 
