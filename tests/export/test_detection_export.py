@@ -410,6 +410,13 @@ def test_boxes_land_on_the_painted_rectangle(det_config):
     assert got["class_names"][:, 0].tolist() == [b"cat"] * 4
     assert got["instance_masks"].shape == (4, 1, 4, 6)
     assert got["num_detections"].tolist() == [1, 1, 1, 0]
+    # data.label_offset: model class c is record label c + offset (past the names: the id)
+    for offset, name in ((1, b"1"), (0, b"cat")):
+        cfg = {**det_config, "data": {**det_config["data"], "label_offset": offset}}
+        mod = DetectServingModule(_PaintedBoxFinder(), eval_preprocessing(cfg),
+                                  ["person", "cat"])
+        y = mod.predict_preprocessed(tf.ones([1, *SIZE, 3]))
+        assert y["class_names"].numpy().tolist() == [[name]]
 
 
 def _oracle_paste(mask: np.ndarray, box, h: int, w: int) -> np.ndarray:
