@@ -122,7 +122,7 @@ data = tf.constant([bytes.fromhex(h) for h in json.load(open(blobs))])
 m = tf.saved_model.load(version_dir)
 pre = m.signatures["preprocess"](image_bytes=data)
 res = m.signatures["serving_default"](image_bytes=data)
-np.savez(out, image=pre["image"].numpy(), pre_sizes=pre["image_sizes"].numpy(),
+np.savez(out, image=pre["image"].numpy(), pre_sizes=pre["image_size"].numpy(),
          **{k: v.numpy() for k, v in res.items()})
 print(json.dumps({"tfpipe_loaded": any(k.startswith("tfpipe") for k in sys.modules)}))
 """
@@ -183,7 +183,7 @@ def test_fresh_process_is_the_eval_pipeline_and_outputs_are_in_request_pixels(
     # every request at its own size, in one batch
     sizes = np.array([_decoded_size(b) for b in det_blobs], np.int32)
     assert len({tuple(s) for s in sizes}) == len(det_blobs)
-    assert np.array_equal(det_fresh["image_sizes"], sizes)
+    assert np.array_equal(det_fresh["image_size"], sizes)
     assert np.array_equal(det_fresh["pre_sizes"], sizes)
     # the model on exactly that input
     y = {k: v.numpy() for k, v in det_model(want, training=False).items()}
@@ -232,11 +232,11 @@ def test_signatures_serving_files_and_warmup(cli_export, det_loaded):
         == {"boxes": ("float32", [None, N, 4]), "normalized_boxes": ("float32", [None, N, 4]),
             "classes": ("int64", [None, N]), "class_names": ("string", [None, N]),
             "scores": ("float32", [None, N]), "num_detections": ("int32", [None]),
-            "image_sizes": ("int32", [None, 2]), "keypoints": ("float32", [None, N, K, 3]),
+            "image_size": ("int32", [None, 2]), "keypoints": ("float32", [None, N, K, 3]),
             "normalized_keypoints": ("float32", [None, N, K, 3]),
             "instance_masks": ("float32", [None, N, S, S])}
     assert {k: v["shape"] for k, v in sig["preprocess"]["outputs"].items()} == {
-        "image": [None, h, w, 3], "image_sizes": [None, 2]}
+        "image": [None, h, w, 3], "image_size": [None, 2]}
     assert sig["predict_preprocessed"]["inputs"]["image"]["shape"] == [None, h, w, 3]
     assert sorted(sig["predict_preprocessed"]["outputs"]) == [
         "class_names", "classes", "instance_masks", "normalized_boxes",
@@ -273,7 +273,7 @@ def test_rest_row_and_columnar(det_loaded, det_blobs):
     rows = rest_predict(det_loaded, rest_predict_body(pick))["predictions"]
     assert len(rows) == 2
     for i, row in enumerate(rows):
-        assert row["image_sizes"] == list(_decoded_size(pick[i]))
+        assert row["image_size"] == list(_decoded_size(pick[i]))
         np.testing.assert_array_equal(np.float32(row["boxes"]), direct["boxes"][i])
         np.testing.assert_array_equal(np.float32(row["keypoints"]), direct["keypoints"][i])
         assert row["classes"] == direct["classes"][i].tolist()
@@ -394,7 +394,7 @@ def test_boxes_land_on_the_painted_rectangle(det_config):
     got = {k: v.numpy() for k, v in module.serving_default(
         tf.constant([*blobs, black.getvalue()])).items()}
     for i, ((h, w), _, _) in enumerate(cases):
-        assert got["image_sizes"][i].tolist() == [h, w]
+        assert got["image_size"][i].tolist() == [h, w]
         tol = np.array([h / SIZE[0], w / SIZE[1]] * 2) * 1.01  # one model pixel
         assert (np.abs(got["boxes"][i, 0] - painted[i]) <= tol).all(), \
             (i, got["boxes"][i, 0], painted[i], tol)
@@ -475,7 +475,7 @@ def test_a_tuple_model_without_keypoints_or_masks(det_config, det_blobs, tmp_pat
     model = keras.Model(inp, [boxes, classes, L.Dense(N, "sigmoid")(x)])
     res = export_serving(det_config, model, tmp_path / "out", warmup=0, serving_config=False)
     assert sorted(res.signatures["serving_default"]["outputs"]) == [
-        "boxes", "class_names", "classes", "image_sizes", "normalized_boxes",
+        "boxes", "class_names", "classes", "image_size", "normalized_boxes",
         "num_detections", "scores"]
     fn = tf.saved_model.load(res.version_dir).signatures["serving_default"]
     got = fn(image_bytes=tf.constant(det_blobs[:2]))

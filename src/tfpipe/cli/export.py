@@ -52,7 +52,7 @@ def command(config: str, model_path: str, out_dir: str, sets: tuple[str, ...],
     model_class_map. A detection config (a model returning a dict of boxes
     [B, N, 4] normalized yxyx, classes, scores[, num_detections, keypoints,
     instance_masks]): serving_default -> boxes and keypoints in each request
-    image's pixels, classes, class_names, scores, num_detections, image_sizes,
+    image's pixels, classes, class_names, scores, num_detections, image_size,
     box-relative instance_masks. See docs/serving.md.
     """
     from tfpipe.config import load_config, parse_set_options

@@ -11,7 +11,7 @@
 (a segmentation config: serving_default -> class_map at each request image's
 size, image_size, window, scores, model_class_map; export/_segment.py; a
 detection config: -> boxes and keypoints in each request image's pixels,
-classes, class_names, scores, num_detections, image_sizes, instance_masks;
+classes, class_names, scores, num_detections, image_size, instance_masks;
 export/_detect.py)
 plus TF Serving's models.config, batching parameters and warm-up requests,
 and an SHA-256 manifest checked by `verify_export` (`tfpipe verify`).

@@ -5,14 +5,14 @@
            normalized_boxes float32 [None, N, 4]: the model's own (yxyx in [0, 1]),
            classes int64 [None, N], class_names string [None, N],
            scores float32 [None, N], num_detections int32 [None],
-           image_sizes int32 [None, 2]: each request image's decoded (height, width),
+           image_size int32 [None, 2]: each request image's decoded (height, width),
            keypoints float32 [None, N, K, 3]: (y, x) in request pixels, the model's
                 third value as is, and normalized_keypoints, the model's own (when
                 the model returns keypoints),
            instance_masks float32 [None, N, S, S]: box-relative, as the model gives
                 them (when it returns them; S x S or Sh x Sw as data.instance_masks'
                 size); `paste_instance_masks` (export/_masks.py) pastes them
-    preprocess(image_bytes) -> image (the model input), image_sizes
+    preprocess(image_bytes) -> image (the model input), image_size
     predict_preprocessed(image) -> the model-frame outputs: normalized_boxes,
         classes, class_names, scores, num_detections[, normalized_keypoints,
         instance_masks]
@@ -143,7 +143,7 @@ class DetectServingModule(tf.Module):
             images, sizes = tf.map_fn(pre.resized, image_bytes, fn_output_signature=(
                 tf.TensorSpec([h, w, pre.channels], tf.uint8), tf.TensorSpec([2], tf.int32)))
             image = tf.ensure_shape(pre.finish(images), self._image_spec.shape)
-        return {INPUT_IMAGE: image, "image_sizes": sizes}
+        return {INPUT_IMAGE: image, "image_size": sizes}
 
     def _preprocess(self, image_bytes: tf.Tensor) -> dict[str, tf.Tensor]:
         return self._model_input(image_bytes)
@@ -184,14 +184,14 @@ class DetectServingModule(tf.Module):
     def _serve(self, image_bytes: tf.Tensor) -> dict[str, tf.Tensor]:
         inp = self._model_input(image_bytes)
         out = self._predict(inp[INPUT_IMAGE])
-        sizes = inp["image_sizes"]
+        sizes = inp["image_size"]
         hw = tf.cast(sizes, tf.float32)  # exact: sides < 2^24
         out["boxes"] = out["normalized_boxes"] * tf.tile(hw, [1, 2])[:, None, :]
         if "normalized_keypoints" in out:
             kp = out["normalized_keypoints"]
             out["keypoints"] = tf.concat([kp[..., :2] * hw[:, None, None, :], kp[..., 2:]],
                                          axis=-1)
-        out["image_sizes"] = sizes
+        out["image_size"] = sizes
         return out
 
     def signatures(self) -> dict[str, Any]:
