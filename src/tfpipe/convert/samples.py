@@ -158,7 +158,7 @@ def make_pose_coco(out_dir: str | Path, *, num_images: int = 12, seed: int = 0,
         bg = random_crop(photos[backgrounds[int(rng.integers(len(backgrounds)))]], rng,
                          (max(h, w), max(h, w)))
         canvas = np.asarray(Image.fromarray(bg).resize((w, h), Image.BILINEAR)).copy()
-        slots = int(rng.integers(2, 4))
+        slots = min(int(rng.integers(2, 4)), w // 48)  # a figure needs 40+ px
         for s in range(slots):
             x0, x1 = s * w // slots, (s + 1) * w // slots
             fill = photos[_OBJECT_PHOTOS[int(rng.integers(len(_OBJECT_PHOTOS)))]]
