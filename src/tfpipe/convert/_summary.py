@@ -11,8 +11,9 @@ from tfpipe.records import Manifest
 def conversion_summary(manifest: Manifest, out: str | os.PathLike[str] | None = None
                        ) -> dict[str, Any]:
     """Per split: records, shards, bytes, inputs skipped (and box counts and the
-    objects' mask / keypoint counts for detection sets, mask counts and the share of pixels per class value for
-    segmentation sets); the class names; every skipped input with its reason; for a
+    objects' mask / keypoint counts for detection sets, mask counts and the share of
+    pixels per class value for segmentation sets); the class names; the keypoint
+    names and skeleton ("keypoints"); every skipped input with its reason; for a
     table, what storing its values changed ("table": nulls dropped from lists,
     float64 / time columns narrowed, with their largest error)."""
     stats = manifest.settings.get("stats", {})
