@@ -210,7 +210,10 @@ class CocoSource(Source):
             payload = [str(image_id), img["file_name"], hw, anns]
             if unkept:  # only then: plans of sets without segmentations stay as they were
                 payload.append(unkept)
-            out.items.append(Item(key, size + 40 * len(anns), payload, name))
+            per_object = 40
+            if self.instance_masks:  # a 0/1 PNG: ~400 bytes + its outline (640x480: ~0.5-2 KB)
+                per_object += 400 + (hw[0] * hw[1] // 1000 if None not in hw else 300)
+            out.items.append(Item(key, size + per_object * len(anns), payload, name))
         return out
 
     def _object_entry(self, ann: dict[str, Any], ann_id: str
