@@ -2,7 +2,8 @@
 
 `convert(src, out)` handles image folders (`root/<class>/<image>`, or images
 with a mask folder for segmentation), CSV and Parquet tables and COCO JSON
-(boxes, or class masks rasterized from its polygons and RLE). Conversion is planned first
+(boxes with their instance masks and keypoints, or class masks rasterized from its
+polygons and RLE). Conversion is planned first
 (inputs -> split -> shard, deterministic from the seed) and then each shard is
 written as an independent unit of work, so the output is byte-identical for any
 `workers` and an interrupted run can `resume`. See docs/convert.md.
