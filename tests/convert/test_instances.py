@@ -234,10 +234,11 @@ def test_keypoint_errors(instances, tmp_path: Path) -> None:
                 invalid_boxes="raise", workers=1)
 
 
-def test_masks_option_is_checked(instances, folder_src: Path, tmp_path: Path) -> None:
+def test_masks_option_is_checked(instances, tmp_path: Path) -> None:
     path, data = instances
+    (tmp_path / "folder" / "cat").mkdir(parents=True)
     with pytest.raises(ConfigError, match="masks=True .instance masks. goes with a COCO file"):
-        convert(folder_src, tmp_path / "a", masks=True)
+        convert(tmp_path / "folder", tmp_path / "a", masks=True)
     with pytest.raises(ConfigError, match="goes with task 'detection'"):
         convert(path, tmp_path / "b", masks=True, task="segmentation")
     with pytest.raises(ConfigError, match="instance masks with masks=True"):
