@@ -116,8 +116,10 @@ def test_invalid_boxes_policy(broken_coco: Path, tmp_path: Path) -> None:
     data = json.loads(broken_coco.read_text())
     valid = len(data["annotations"]) - 6
     m = convert(broken_coco, tmp_path / "clip", workers=1)
+    # the sample's annotations carry their rectangle as a polygon, the 6 added ones none:
+    # without masks=True those are counted, not kept (masks_not_kept)
     assert m.settings["stats"]["train"] == {"boxes": valid + 2, "boxes_clipped": 2,
-                                           "boxes_dropped": 4}
+                                           "boxes_dropped": 4, "masks_not_kept": valid}
     im = data["images"][0]
     rec = next(r for r in read_split(tmp_path / "clip", "train", _features())
                if r["image/source_id"].decode() == str(im["id"]))
@@ -128,7 +130,7 @@ def test_invalid_boxes_policy(broken_coco: Path, tmp_path: Path) -> None:
     assert rec["image/object/bbox/xmax"][-2] == pytest.approx(20 / im["width"])
     m = convert(broken_coco, tmp_path / "drop", workers=1, invalid_boxes="drop")
     assert m.settings["stats"]["train"] == {"boxes": valid, "boxes_clipped": 0,
-                                           "boxes_dropped": 6}
+                                           "boxes_dropped": 6, "masks_not_kept": valid}
     with pytest.raises(InputError, match=rf"image id {im['id']} .*annotation 900\d"):
         convert(broken_coco, tmp_path / "raise", workers=1, invalid_boxes="raise")
 

@@ -18,6 +18,14 @@ def _local_or_url(ctx: click.Context, param: click.Parameter, value: str) -> str
     return value
 
 
+def _mask_folder(ctx: click.Context, param: click.Parameter, value: str | None
+                 ) -> str | None:
+    """--masks DIR (a folder's masks) must be a directory; --masks alone is ""."""
+    if value:
+        click.Path(exists=True, file_okay=False).convert(value, param, ctx)
+    return value
+
+
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
 @click.argument("src", callback=_local_or_url)
 @click.argument("out", type=click.Path(file_okay=False))
@@ -48,9 +56,12 @@ def _local_or_url(ctx: click.Context, param: click.Parameter, value: str) -> str
 @click.option("--invalid-boxes", type=click.Choice(["clip", "drop", "raise"]), default="clip",
               show_default=True, help="coco: boxes partly outside the image are clipped, "
               "dropped, or stop the run; degenerate boxes are always dropped (or raise).")
-@click.option("--masks", "masks_dir", type=click.Path(exists=True, file_okay=False),
-              default=None, help="Segmentation: folder of single-channel PNG masks, one per "
-              "image with its relative path and stem; pixel = class index, 255 = ignore.")
+@click.option("--masks", "masks_dir", is_flag=False, flag_value="", default=None,
+              metavar="[DIR]", callback=_mask_folder,
+              help="coco (alone, no DIR): instance masks, one 0/1 PNG per object under "
+              "image/object/mask, with area and is_crowd. Image folder: DIR of "
+              "single-channel PNG masks, one per image with its relative path and stem; "
+              "pixel = class index, 255 = ignore. Put a bare --masks after OUT.")
 @click.option("--classes", "classes_file", type=click.Path(exists=True, dir_okay=False),
               default=None, help="--masks: text file naming class k on line k+1 "
               "[default: class_0..class_K for the largest class K in the masks].")
@@ -94,7 +105,8 @@ def command(src: str, out: str, fmt: str, split: str | None, shard_size: str,
     """Convert SRC (image folder, CSV, Parquet or COCO JSON) into shards under OUT.
 
     Segmentation: an image folder with --masks MASKS, or a COCO JSON with
-    --task segmentation.
+    --task segmentation. Instance masks: a COCO JSON with --masks (no folder);
+    keypoints are converted whenever the COCO categories name them.
 
     SRC and OUT may be tf.io.gfile URLs (gs://...) with a Beam --runner.
 
@@ -115,7 +127,8 @@ def command(src: str, out: str, fmt: str, split: str | None, shard_size: str,
                                stats=stats, stats_top_k=stats_top_k,
                                stats_quantiles=stats_quantiles, list_nulls=list_nulls,
                                keep_float64=keep_float64, time_unit=time_unit,
-                               masks=masks_dir, classes=classes_file, task=task)
+                               masks=True if masks_dir == "" else masks_dir,
+                               classes=classes_file, task=task)
     except TfpipeError as exc:
         click.echo(f"error: {exc}", err=True)  # unwrapped: scripts grep it
         sys.exit(1)
@@ -139,6 +152,8 @@ def command(src: str, out: str, fmt: str, split: str | None, shard_size: str,
             b = row["boxes"]
             con.print(text(f"{name}: {b.get('boxes', 0)} boxes kept, {b.get('boxes_clipped', 0)} "
                            f"clipped, {b.get('boxes_dropped', 0)} dropped"))
+        for line in _object_lines(row.get("objects", {})):
+            con.print(text(f"{name}: {line}"))
         if "masks" in row:
             m = row["masks"]
             shares = ", ".join(f"{k}: {v:.1%}" for k, v in m["class_share"].items())
@@ -152,8 +167,27 @@ def command(src: str, out: str, fmt: str, split: str | None, shard_size: str,
         con.print(text(f"{col}: {n['rows']:,} values narrowed (largest error "
                        f"{n['max_abs_error']:.3g}, relative {n['max_rel_error']:.3g}; "
                        "--keep-float64 / --time-unit keep them exact)"))
+    if summary.get("keypoints"):
+        names = summary["keypoints"]["names"]
+        con.print(text(f"{len(names)} keypoints per object: {', '.join(names)}"))
     for name, skipped in summary["skipped"].items():
         for s in skipped[:5]:
             con.print(text(f"skipped ({name}): {s['input']}: {s['reason']}"))
         if len(skipped) > 5:
             con.print(text(f"... {len(skipped) - 5} more in {out}/manifest.json"))
+
+
+def _object_lines(objects: dict[str, int]) -> list[str]:
+    """What became of the objects' masks and keypoints (the summary's "objects")."""
+    lines = []
+    if "instance_masks" in objects:
+        lines.append(f"{objects['instance_masks']} instance masks ({objects.get('crowd', 0)} "
+                     f"crowd, {objects.get('polygons_dropped', 0)} polygons under 3 points "
+                     "dropped)")
+    if objects.get("masks_not_kept"):
+        lines.append(f"{objects['masks_not_kept']} objects carried a segmentation that was "
+                     "not kept (convert with --masks to keep instance masks)")
+    if "keypoints" in objects:
+        lines.append(f"{objects['keypoints']} keypoints labelled, "
+                     f"{objects.get('keypoints_outside', 0)} outside the image stored as absent")
+    return lines

@@ -12,7 +12,8 @@ from tfpipe.cli._console import console, table, text
 
 # Column headers of the first-records table that need saying what they hold.
 RECORD_HEADERS = {"size": "height x width", "image_bytes": "image bytes",
-                  "label_text": "label text"}
+                  "label_text": "label text", "instance_masks": "instance masks",
+                  "keypoints": "keypoints labelled"}
 
 
 def _render(s: dict[str, Any]) -> None:
@@ -45,6 +46,10 @@ def _render(s: dict[str, Any]) -> None:
                         [[str(r["value"]), r["name"] or "", f"{r['pixels']:,}",
                           f"{r['share']:.1%}"] for r in s["mask_pixels"]],
                         right=["value", "pixels", "share"]))
+    if s.get("keypoints"):
+        kp = s["keypoints"]
+        con.print(text(f"{len(kp['names'])} keypoints per object: {', '.join(kp['names'])}; "
+                       f"skeleton {kp.get('skeleton', [])}"))
     if s["records"]:
         cols = list(dict.fromkeys(k for r in s["records"] for k in r))
         con.print(table(f"First {len(s['records'])} records of {s['split']!r}",

@@ -37,7 +37,8 @@ def next_step(report: Any) -> str | None:
         return ("the shards' records are intact; the manifest disagrees with them (edited, or "
                 f"shards replaced after conversion): {salvage} writes the same records with a "
                 "manifest that matches them (or restore the original manifest.json)")
-    if kinds <= {"bad-image", "bad-example", "bad-box", "bad-label", "bad-mask"}:
+    if kinds <= {"bad-image", "bad-example", "bad-box", "bad-label", "bad-mask",
+                 "bad-instance-mask", "bad-keypoint"}:
         return ("these records are skipped and counted under pipeline.on_error: skip, or "
                 "stop the run under raise; re-convert from the source files to replace them")
     if kinds <= {"unlisted-file"}:

@@ -2,7 +2,8 @@
 
 `convert(src, out)` handles image folders (`root/<class>/<image>`, or images
 with a mask folder for segmentation), CSV and Parquet tables and COCO JSON
-(boxes, or class masks rasterized from its polygons and RLE). Conversion is planned first
+(boxes with their instance masks and keypoints, or class masks rasterized from its
+polygons and RLE). Conversion is planned first
 (inputs -> split -> shard, deterministic from the seed) and then each shard is
 written as an independent unit of work, so the output is byte-identical for any
 `workers` and an interrupted run can `resume`. See docs/convert.md.
@@ -64,7 +65,7 @@ def make_source(src: str | os.PathLike[str], format: str = "auto", *,
                 images: str | os.PathLike[str] | None = None,
                 invalid_boxes: str = "clip", list_nulls: str = "drop-element",
                 keep_float64: str | Sequence[str] | None = None,
-                time_unit: str = "s", masks: str | os.PathLike[str] | None = None,
+                time_unit: str = "s", masks: str | os.PathLike[str] | bool | None = None,
                 classes: str | os.PathLike[str] | None = None,
                 task: str | None = None) -> Source:
     """The converter source for `src` (see `convert` for the arguments)."""
@@ -74,8 +75,10 @@ def make_source(src: str | os.PathLike[str], format: str = "auto", *,
         raise ConfigError(f"task must be one of {', '.join(TASKS)}, got {task!r}")
     if format == "auto":
         format = detect_format(src)
+    if masks is False:
+        masks = None
     _check_task(format, task, masks, classes)
-    if masks is not None:
+    if masks is not None and masks is not True:
         return SegmentationFolderSource(src, masks, classes)
     if format != "coco" and images is not None:
         raise ConfigError("images= is only for format='coco'")
@@ -95,15 +98,23 @@ def make_source(src: str | os.PathLike[str], format: str = "auto", *,
                            list_nulls=list_nulls, keep_float64=parse_keep_float64(keep_float64),
                            time_unit=time_unit)
     return CocoSource(src, images=None if images is None else os.fspath(images),
-                      invalid_boxes=invalid_boxes, task=task or "detection")
+                      invalid_boxes=invalid_boxes, task=task or "detection",
+                      instance_masks=masks is True)
 
 
 def _check_task(format: str, task: str | None, masks: Any, classes: Any) -> None:
     """Which task each format can produce, and the options that go with it."""
-    if masks is not None and format != "folder":
+    if masks is True and format != "coco":
+        raise ConfigError(f"masks=True (instance masks) goes with a COCO file, not format "
+                          f"{format!r}; an image folder's masks= is its mask folder")
+    if masks is not None and masks is not True and format != "folder":
         raise ConfigError(f"masks= goes with an image folder (format 'folder'), not {format!r}; "
-                          "a COCO file gets its masks with task='segmentation'")
-    if classes is not None and masks is None:
+                          "a COCO file gets instance masks with masks=True (--masks without "
+                          "a folder) and one class mask per image with task='segmentation'")
+    if masks is True and task == "segmentation":
+        raise ConfigError("masks=True (instance masks, --masks) goes with task 'detection'; "
+                          "task 'segmentation' rasterizes a COCO file into class masks")
+    if classes is not None and (masks is None or masks is True):
         raise ConfigError("classes= names the classes of masks= (a COCO file names its "
                           "categories itself)")
     if task is None:
@@ -141,7 +152,7 @@ def convert(src: str | os.PathLike[str], out: str | os.PathLike[str], *,
             pipeline_options: str | Sequence[str] | None = None, stats: bool = False,
             stats_top_k: int = 10_000, stats_quantiles: int = 100,
             list_nulls: str = "drop-element", keep_float64: str | Sequence[str] | None = None,
-            time_unit: str = "s", masks: str | os.PathLike[str] | None = None,
+            time_unit: str = "s", masks: str | os.PathLike[str] | bool | None = None,
             classes: str | os.PathLike[str] | None = None,
             task: str | None = None) -> Manifest:
     """Convert `src` into shards + manifest.json under `out`; return the manifest.
@@ -175,7 +186,13 @@ def convert(src: str | os.PathLike[str], out: str | os.PathLike[str], *,
       float32; the narrowing of the others is in the manifest (source.normalized).
       time_unit (tables): s | ms | us | ns of the int64 epoch that timestamps and dates
       are stored as (the `time` transform reads seconds). docs/convert.md "Tables".
-    - masks (segmentation, image folders): the mask folder: for each image
+    - masks: COCO: True = instance masks (task detection): each kept box's
+      segmentation rasterized as pycocotools does, one 0/1 PNG per object under
+      image/object/mask, with image/object/area and image/object/is_crowd
+      (docs/convert.md "Instance masks and keypoints"); without it the objects that
+      carried one are counted (stats masks_not_kept). Keypoints are converted
+      whenever the COCO categories name them.
+      Segmentation, image folders: the mask folder: for each image
       `src/<rel>/<stem>.<ext>` a single-channel 8-bit PNG `masks/<rel>/<stem>.png`,
       pixel = class index, 255 = ignore; classes: a text file naming class k on
       line k+1 (default: class_0..class_K for the largest class K in the masks).
@@ -206,7 +223,7 @@ def convert(src: str | os.PathLike[str], out: str | os.PathLike[str], *,
                               "its parallelism from pipeline_options (e.g. "
                               "--direct_num_workers=2, --max_num_workers=50)")
     check_paths(runner, src, out, images=images, fmt=format)  # URLs: Beam; folders and tables
-    if masks is not None and (is_url(src) or is_url(masks)):
+    if masks is not None and not isinstance(masks, bool) and (is_url(src) or is_url(masks)):
         raise InputError(f"{os.fspath(masks if is_url(masks) else src)}: images and masks= "
                          "must be local (POSIX) paths; a URL source is implemented for "
                          "classification folders and tables only (docs/scale.md)")

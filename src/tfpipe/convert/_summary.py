@@ -10,9 +10,10 @@ from tfpipe.records import Manifest
 
 def conversion_summary(manifest: Manifest, out: str | os.PathLike[str] | None = None
                        ) -> dict[str, Any]:
-    """Per split: records, shards, bytes, inputs skipped (and box counts for
-    detection sets, mask counts and the share of pixels per class value for
-    segmentation sets); the class names; every skipped input with its reason; for a
+    """Per split: records, shards, bytes, inputs skipped (and box counts and the
+    objects' mask / keypoint counts for detection sets, mask counts and the share of
+    pixels per class value for segmentation sets); the class names; the keypoint
+    names and skeleton ("keypoints"); every skipped input with its reason; for a
     table, what storing its values changed ("table": nulls dropped from lists,
     float64 / time columns narrowed, with their largest error)."""
     stats = manifest.settings.get("stats", {})
@@ -27,18 +28,30 @@ def conversion_summary(manifest: Manifest, out: str | os.PathLike[str] | None = 
                     for name, info in manifest.splits.items() if info.skipped},
     })
     # tables: what storing the values changed, per column (docs/convert.md "Tables")
+    keypoints = (manifest.source or {}).get("keypoints")
+    if keypoints:
+        summary["keypoints"] = keypoints
     normalized = (manifest.source or {}).get("normalized")
     if normalized:
         summary["table"] = normalized
     return summary
 
 
+# Detection counters about the objects' masks and keypoints, apart from the boxes'.
+OBJECT_COUNTERS = ("instance_masks", "crowd", "polygons_dropped", "masks_not_kept",
+                   "keypoints", "keypoints_outside")
+
+
 def _counters(stats: dict[str, int] | None) -> dict[str, Any]:
-    """A split's converter counters: {"boxes": ...} or {"masks": ...} (segmentation)."""
+    """A split's converter counters: {"boxes": ..., "objects": ...} (detection; objects:
+    instance masks written, crowd objects, objects whose segmentation was not kept,
+    keypoints labelled / outside the image) or {"masks": ...} (segmentation)."""
     if not stats:
         return {}
     if "masks" not in stats:
-        return {"boxes": stats}
+        objects = {k: v for k, v in stats.items() if k in OBJECT_COUNTERS}
+        boxes = {k: v for k, v in stats.items() if k not in OBJECT_COUNTERS}
+        return {"boxes": boxes, **({"objects": objects} if objects else {})}
     pixels = {k.split("/", 1)[1].lstrip("0") or "0": v for k, v in stats.items()
               if k.startswith("mask_pixels/")}
     total = sum(pixels.values()) or 1

@@ -12,6 +12,8 @@ written by hand in the format TFDS 4.x reads (checked against TFDS 4.9's
   "/" to get the `tf.train.Example` keys it parses, and a flat key that already
   contains "/" is used as is, so TFDS parses the records as written.
 - ``<feature>.labels.txt``: class names of each `ClassLabel`, one per line.
+- ``metadata.json`` (keypoints only): ``{"keypoints": {"names": [...], "skeleton":
+  [[i, j], ...]}}``, what TFDS serves as ``builder.info.metadata``.
 
 The record keys are mapped to feature connectors in `tfds_features` (table in
 docs/storage.md "Reading with TFDS").
@@ -25,10 +27,13 @@ import re
 from pathlib import Path
 from typing import Any
 
-from tfpipe.records import MASK_KEY, Manifest, shard_name
+from tfpipe.records import (INSTANCE_MASK_KEY, KEYPOINT_VISIBILITY_KEY, KEYPOINT_X_KEY,
+                            KEYPOINT_Y_KEY, MASK_KEY, Manifest, shard_name)
 
 DATASET_INFO = "dataset_info.json"
 FEATURES = "features.json"
+METADATA = "metadata.json"  # TFDS's MetadataDict file (builder.info.metadata)
+_KEYPOINT_KEYS = (KEYPOINT_Y_KEY, KEYPOINT_X_KEY, KEYPOINT_VISIBILITY_KEY)
 # tfpipe's `{split}-{index:05d}-of-{count:05d}.tfrecord`: SHARD_X_OF_Y formats as
 # `{index:05d}-of-{count:05d}` (5 digits, more past 99999 shards, as shard_name does).
 FILEPATH_TEMPLATE = "{SPLIT}-{SHARD_X_OF_Y}.tfrecord"
@@ -99,11 +104,16 @@ def tfds_features(manifest: Manifest) -> tuple[dict[str, Any], dict[str, list[st
       ``ex["image/object"]["class"]["label"]`` a ClassLabel sequence. The boxes stay
       four separate lists: TFDS's BBoxFeature reads one [4] float list per box
       (ymin, xmin, ymax, xmax interleaved), which these records do not have;
+      ``image/object/mask`` is an Image (uint8, [H, W, 1]) per object, so
+      ``ex["image/object"]["mask"]`` is [num_boxes, H, W, 1]; the keypoint lists are a
+      Tensor([K]) per object (K from the manifest's ``source.keypoints``), so
+      ``ex["image/object"]["keypoint"]["y"]`` is [num_boxes, K];
     - other string scalars -> Text; other fixed features -> Tensor(shape, dtype);
       other var features -> Tensor([None], dtype).
     """
     names = list(manifest.class_names)
     with_names = _labels_survive(names)
+    points = ((manifest.source or {}).get("keypoints") or {}).get("names") or []
     specs = dict(manifest.schema)
     labels: dict[str, list[str]] = {}
 
@@ -118,6 +128,10 @@ def tfds_features(manifest: Manifest) -> tuple[dict[str, Any], dict[str, list[st
                 (name == "image/class/label" and spec.kind == "fixed" and not spec.shape)
                 or (name == "image/object/class/label" and in_sequence)):
             return _class_label(len(names))
+        if in_sequence and name == INSTANCE_MASK_KEY and spec.dtype == "string":
+            return _mask_image()
+        if in_sequence and name in _KEYPOINT_KEYS:  # K per box, object-major
+            return _tensor(spec.dtype, [len(points)])
         if in_sequence:  # var: one value per box, the Sequence adds the length
             return _text() if spec.dtype == "string" else _tensor(spec.dtype, [])
         if spec.kind == "var":
@@ -126,7 +140,9 @@ def tfds_features(manifest: Manifest) -> tuple[dict[str, Any], dict[str, list[st
             return _text()
         return _tensor(spec.dtype, list(spec.shape))
 
-    objects = {n: s for n, s in specs.items() if n.startswith(_OBJECT_PREFIX)}
+    # Keypoint lists are K per box: in the box Sequence only when K is known.
+    objects = {n: s for n, s in specs.items() if n.startswith(_OBJECT_PREFIX)
+               and (points or n not in _KEYPOINT_KEYS)}
     nested = None if "image/object" in specs else _object_tree(objects)
     features: dict[str, Any] = {}
     for name, spec in specs.items():
@@ -242,6 +258,9 @@ def write_tfds_metadata(out_dir: str | os.PathLike[str], manifest: Manifest | No
              + "\n",
              FEATURES: json.dumps(features, indent=4, sort_keys=True) + "\n"}
     files.update({fname: "\n".join(names) + "\n" for fname, names in sorted(labels.items())})
+    keypoints = (manifest.source or {}).get("keypoints")
+    if keypoints:
+        files[METADATA] = json.dumps({"keypoints": keypoints}, indent=2, sort_keys=True) + "\n"
     # Labels and features before dataset_info.json: TFDS treats the directory as a
     # dataset once dataset_info.json exists.
     order = [f for f in files if f != DATASET_INFO] + [DATASET_INFO]

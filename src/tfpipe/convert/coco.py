@@ -17,6 +17,11 @@ sorted id order k + 1, `iscrowd` regions 255 (ignore); annotations are painted
 in their order in the file, a later one over an earlier one. Polygons and RLE
 (counts list or compressed string) are rasterized as pycocotools does
 (`tfpipe.convert._rasterize`). class_names[0] is "background".
+
+Instance masks (`masks=True`, task detection) and keypoints (whenever a category
+names `keypoints`): see `tfpipe.convert._objects`; they follow the boxes' policy (a
+dropped box drops its mask and points). Without `masks=True` the objects that carried
+a `segmentation` are counted (`masks_not_kept`), never dropped silently.
 """
 
 from __future__ import annotations
@@ -28,11 +33,16 @@ from pathlib import Path
 from typing import Any
 
 from tfpipe.convert._mask import IGNORE, class_counts, encode_mask, histogram
+from tfpipe.convert._objects import (carries_mask, instance_mask, keypoint_entry,
+                                     keypoint_spec, keypoint_values, mask_values,
+                                     segmentation_problem)
 from tfpipe.convert._plan import Item
 from tfpipe.convert._rasterize import BadSegmentation, annotation_mask
 from tfpipe.convert._source import (MAX_INPUT_BYTES, BadInput, Enumeration, Source,
                                     file_size, image_values, read_image)
-from tfpipe.records import (MASK_FORMAT_KEY, MASK_KEY, Schema, detection_schema,
+from tfpipe.records import (AREA_KEY, INSTANCE_MASK_KEY, IS_CROWD_KEY,
+                            KEYPOINT_VISIBILITY_KEY, KEYPOINT_X_KEY, KEYPOINT_Y_KEY,
+                            MASK_FORMAT_KEY, MASK_KEY, Schema, detection_schema,
                             segmentation_schema)
 from tfpipe.errors import ConfigError, InputError
 
@@ -66,11 +76,16 @@ class CocoSource(Source):
     kind = "coco"
 
     def __init__(self, json_path: str | os.PathLike[str], *, images: str | None = None,
-                 invalid_boxes: str = "clip", task: str = "detection") -> None:
+                 invalid_boxes: str = "clip", task: str = "detection",
+                 instance_masks: bool = False) -> None:
         if task not in COCO_TASKS:
             raise ConfigError(f"task must be one of {', '.join(COCO_TASKS)} for a COCO file, "
                               f"got {task!r}")
+        if instance_masks and task != "detection":
+            raise ConfigError("masks=True (instance masks) goes with task 'detection'; task "
+                              "'segmentation' rasterizes the annotations into one class mask")
         self.task = task
+        self.instance_masks = bool(instance_masks)
         # the records' targets: one class mask per image, or boxes
         self.masks = task == "segmentation"
         if invalid_boxes not in BOX_POLICIES:
@@ -103,6 +118,13 @@ class CocoSource(Source):
                 raise InputError(f"{path}: category id {cat['id']} appears twice")
             cat_ids[cat["id"]] = str(cat.get("name", cat["id"]))
         self.category_ids = sorted(cat_ids)
+        # Keypoints ride on detection records only (a class mask has no objects).
+        self.keypoint_names: list[str] = []
+        self.skeleton: list[list[int]] = []
+        self._keypoint_cats: set[int] = set()
+        if task == "detection":
+            self.keypoint_names, self.skeleton, self._keypoint_cats = keypoint_spec(
+                categories, str(path))
         self.class_names = [cat_ids[c] for c in self.category_ids]
         if task == "segmentation":  # mask value 0 is the background
             if len(self.category_ids) > IGNORE - 1:
@@ -145,7 +167,7 @@ class CocoSource(Source):
             image_id = img["id"]
             name = f"image id {image_id} ({img['file_name']})"
             key = f"id:{image_id}"
-            anns, reason = [], None
+            anns, reason, unkept = [], None, 0
             for ann_index, ann in by_image.get(image_id, []):
                 ann_id = ann.get("id", f"#{ann_index}")
                 if self.masks:
@@ -169,7 +191,12 @@ class CocoSource(Source):
                     break
                 # NaN/inf do not survive JSON hashing: keep them as text for the worker.
                 box = [v if math.isfinite(v) else repr(v) for v in (x, y, w, h)]
-                anns.append([str(ann_id), *box, index_of[ann["category_id"]]])
+                entry = [str(ann_id), *box, index_of[ann["category_id"]]]
+                extra, reason = self._object_entry(ann, str(ann_id))
+                if reason is not None:
+                    break
+                unkept += int(not self.instance_masks and carries_mask(ann))
+                anns.append(entry + extra)
             if reason is not None:
                 out.bad.append((Item(key, 0, None, name), reason))
                 continue
@@ -181,20 +208,57 @@ class CocoSource(Source):
             hw = [img.get("height"), img.get("width")]
             hw = [v if isinstance(v, int) and not isinstance(v, bool) else None for v in hw]
             payload = [str(image_id), img["file_name"], hw, anns]
-            out.items.append(Item(key, size + 40 * len(anns), payload, name))
+            if unkept:  # only then: plans of sets without segmentations stay as they were
+                payload.append(unkept)
+            per_object = 40
+            if self.instance_masks:  # a 0/1 PNG: ~400 bytes + its outline (640x480: ~0.5-2 KB)
+                per_object += 400 + (hw[0] * hw[1] // 1000 if None not in hw else 300)
+            out.items.append(Item(key, size + per_object * len(anns), payload, name))
         return out
 
+    def _object_entry(self, ann: dict[str, Any], ann_id: str
+                      ) -> tuple[list[Any], str | None]:
+        """What an annotation adds to its box in the plan: [segmentation, area, crowd]
+        with instance masks, [keypoints] with keypoints; or a reason it is bad."""
+        extra: list[Any] = []
+        if self.instance_masks:
+            segm = ann.get("segmentation")
+            reason = segmentation_problem(segm, ann_id, "masks=True (--masks)")
+            if reason is not None:
+                return [], reason
+            area = ann.get("area")
+            if area is not None and not (isinstance(area, (int, float))
+                                         and not isinstance(area, bool)
+                                         and math.isfinite(area)):
+                return [], f"annotation {ann_id}: 'area' must be a finite number, got {area!r}"
+            extra += [segm, area, 1 if ann.get("iscrowd") else 0]
+        if self.keypoint_names:
+            kps, reason = keypoint_entry(ann, ann_id, len(self.keypoint_names),
+                                         ann.get("category_id") in self._keypoint_cats)
+            if reason is not None:
+                return [], reason
+            extra.append(kps)
+        return extra, None
+
     def schema(self) -> Schema:
-        return segmentation_schema() if self.masks else detection_schema()
+        if self.masks:
+            return segmentation_schema()
+        return detection_schema(masks=self.instance_masks, keypoints=bool(self.keypoint_names))
 
     def settings(self) -> dict[str, Any]:
         if self.masks:
             return {"format": self.kind, "task": self.task, "category_ids": self.category_ids}
-        return {"format": self.kind, "invalid_boxes": self.invalid_boxes,
-                "category_ids": self.category_ids}
+        out: dict[str, Any] = {"format": self.kind, "invalid_boxes": self.invalid_boxes,
+                               "category_ids": self.category_ids}
+        if self.instance_masks:
+            out["instance_masks"] = True
+        if self.keypoint_names:  # manifest.source["keypoints"]: K, names, 0-based skeleton
+            out["keypoints"] = {"names": list(self.keypoint_names),
+                                "skeleton": [list(b) for b in self.skeleton]}
+        return out
 
     def encode_values(self, item: Item) -> tuple[dict[str, Any], dict[str, int]]:
-        image_id, file_name, (json_h, json_w), anns = item.payload
+        image_id, file_name, (json_h, json_w), anns, *unkept = item.payload
         data, info = read_image(Path(self.image_dir) / file_name)
         if (json_h is not None and json_h != info.height) or (
                 json_w is not None and json_w != info.width):
@@ -208,9 +272,21 @@ class CocoSource(Source):
             return values, stats
         height, width = float(info.height), float(info.width)
         stats = {"boxes": 0, "boxes_clipped": 0, "boxes_dropped": 0}
-        cols: dict[str, list[Any]] = {k: [] for k in DETECTION_KEYS}
-        for ann_id, *box, label in anns:
-            x, y, w, h = (float(v) for v in box)
+        if unkept:
+            stats["masks_not_kept"] = int(unkept[0])
+        keys = list(DETECTION_KEYS)
+        if self.instance_masks:
+            keys += [AREA_KEY, IS_CROWD_KEY]
+            stats.update({"instance_masks": 0, "crowd": 0, "polygons_dropped": 0})
+        k = len(self.keypoint_names)
+        if k:
+            keys += [KEYPOINT_Y_KEY, KEYPOINT_X_KEY, KEYPOINT_VISIBILITY_KEY]
+            stats.update({"keypoints": 0, "keypoints_outside": 0})
+        cols: dict[str, list[Any]] = {key: [] for key in keys}
+        masks: list[Any] = []
+        for entry in anns:  # [id, x, y, w, h, label, *what _object_entry added]
+            ann_id, label, extra = entry[0], entry[5], entry[6:]
+            x, y, w, h = (float(v) for v in entry[1:5])
             x0, y0, x1, y1 = x, y, x + w, y + h
             finite = all(math.isfinite(v) for v in (x0, y0, x1, y1))
             problem = None
@@ -240,8 +316,25 @@ class CocoSource(Source):
             cols["image/object/bbox/ymax"].append(y1 / height)
             cols["image/object/class/label"].append(int(label))
             cols["image/object/class/text"].append(self.class_names[label].encode())
+            if self.instance_masks:
+                segm, area, crowd = extra[:3]
+                mask = instance_mask(segm, info.height, info.width, ann_id, stats)
+                masks.append(mask)
+                cols[AREA_KEY].append(float(mask.sum()) if area is None else float(area))
+                cols[IS_CROWD_KEY].append(int(crowd))
+                stats["instance_masks"] += 1
+                stats["crowd"] += int(crowd)
+            if k:
+                ys, xs, vs = keypoint_values(
+                    extra[-1], k, width, height, self.invalid_boxes,
+                    f"{item.label}: annotation {ann_id}", stats)
+                cols[KEYPOINT_Y_KEY] += ys
+                cols[KEYPOINT_X_KEY] += xs
+                cols[KEYPOINT_VISIBILITY_KEY] += vs
         values = image_values(data, info, file_name, image_id)
         values.update(cols)
+        if self.instance_masks:
+            values[INSTANCE_MASK_KEY] = mask_values(masks)
         return values, stats
 
 
@@ -252,26 +345,9 @@ def _segmentation_entry(ann: dict[str, Any], ann_id: str, index_of: dict[int, in
         return [], (f"annotation {ann_id}: category_id {ann.get('category_id')!r} "
                     "is not in categories")
     segm = ann.get("segmentation")
-    if isinstance(segm, list):
-        for poly in segm:
-            if not isinstance(poly, list) or not all(
-                    isinstance(v, (int, float)) and not isinstance(v, bool)
-                    and math.isfinite(v) for v in poly):
-                return [], (f"annotation {ann_id}: a polygon must be a list of finite "
-                            "numbers [x0, y0, x1, y1, ...]")
-            if len(poly) % 2:
-                return [], (f"annotation {ann_id}: a polygon has an odd number "
-                            f"({len(poly)}) of coordinates")
-    elif isinstance(segm, dict):
-        counts = segm.get("counts")
-        if not isinstance(segm.get("size"), list) or not (
-                isinstance(counts, str) or (isinstance(counts, list) and all(
-                    isinstance(c, int) and not isinstance(c, bool) for c in counts))):
-            return [], (f"annotation {ann_id}: an RLE segmentation needs 'size' [h, w] and "
-                        "'counts' (a list of ints, or a compressed string)")
-    else:
-        return [], (f"annotation {ann_id}: needs a 'segmentation' (polygons or RLE) for "
-                    "task 'segmentation'")
+    reason = segmentation_problem(segm, ann_id, "task 'segmentation'")
+    if reason is not None:
+        return [], reason
     value = IGNORE if ann.get("iscrowd") else index_of[ann["category_id"]] + 1
     return [ann_id, segm, value], None
 

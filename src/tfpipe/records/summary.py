@@ -9,7 +9,7 @@ from typing import Any
 from tfpipe.errors import RecordError, tf_error_text
 from tfpipe.records.codec import decode_example
 from tfpipe.records.framing import iter_frames
-from tfpipe.records.schema import MASK_KEY
+from tfpipe.records.schema import INSTANCE_MASK_KEY, KEYPOINT_VISIBILITY_KEY, MASK_KEY
 from tfpipe.records.source import open_source
 from tfpipe.records.splits import default_split
 from tfpipe.records.suggest import features, suggest
@@ -58,8 +58,9 @@ def _mask_pixels(stats: dict[str, int], names: list[str]) -> list[dict[str, Any]
 
 
 def record_summary(ex: dict[str, list[Any]]) -> dict[str, Any]:
-    """One record in a line: image format/size/bytes, label, box count, mask size and
-    classes; other keys shortened."""
+    """One record in a line: image format/size/bytes, label, box count, instance mask
+    count, keypoints (labelled of all: visibility > 0), mask size and classes; other keys
+    shortened."""
     out: dict[str, Any] = {}
     if "image/encoded" in ex:
         enc = ex["image/encoded"][0] if ex["image/encoded"] else b""
@@ -75,6 +76,11 @@ def record_summary(ex: dict[str, list[Any]]) -> dict[str, Any]:
             out["label_text"] = ex["image/class/text"][0].decode("utf-8", "replace")
     if "image/object/bbox/xmin" in ex:
         out["boxes"] = len(ex["image/object/bbox/xmin"])
+    if INSTANCE_MASK_KEY in ex:
+        out["instance_masks"] = len(ex[INSTANCE_MASK_KEY])
+    if KEYPOINT_VISIBILITY_KEY in ex:
+        vis = ex[KEYPOINT_VISIBILITY_KEY]
+        out["keypoints"] = f"{sum(1 for v in vis if v > 0)} of {len(vis)}"
     if ex.get(MASK_KEY):
         out["mask"] = _mask_summary(ex[MASK_KEY][0])
     if "image/encoded" not in ex:  # tables: show the columns themselves
@@ -164,6 +170,8 @@ def summarize(path: str | os.PathLike[str], split: str | None = None,
         out["splits"] = {name: {"records": info.num_records, "shards": len(info.shards),
                                 "bytes": info.num_bytes, "skipped": len(info.skipped)}
                          for name, info in sorted(m.splits.items())}
+        if (m.source or {}).get("keypoints"):
+            out["keypoints"] = m.source["keypoints"]  # names, 0-based skeleton
         pixels = _mask_pixels(m.settings.get("stats", {}).get(src.split, {}), m.class_names)
         if pixels:
             out["mask_pixels"] = pixels

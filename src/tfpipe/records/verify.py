@@ -10,7 +10,12 @@ reports a libjpeg warning -- a damaged scan TF would fill with gray -- or a
 decoded size that differs from the stored one), ``bad-box``, ``bad-label``,
 ``bad-mask`` (a segmentation mask, ``image/segmentation/class/encoded``, that
 does not decode as a single-channel PNG of the image's size, or holds a class
-value outside the manifest's classes other than 255 = ignore).
+value outside the manifest's classes other than 255 = ignore),
+``bad-instance-mask`` (an instance mask, ``image/object/mask``, that does not decode
+as a single-channel 0/1 PNG of the image's size, or a mask count that differs from
+the box count) and ``bad-keypoint`` (``image/object/keypoint/{y,x,visibility}`` of
+different lengths, not K per box -- K from the manifest's ``source.keypoints`` --,
+a visibility outside {0, 1, 2}, or a coordinate outside [0, 1]).
 """
 
 from __future__ import annotations
@@ -28,10 +33,13 @@ from tfpipe.records.codec import decode_example
 from tfpipe.records.framing import Finding, _Buffer, detect_compression, walk
 from tfpipe.records.imagecheck import is_jpeg, jpeg_damage
 from tfpipe.records.manifest import MANIFEST_NAME, Manifest
-from tfpipe.records.schema import MASK_KEY, Schema
+from tfpipe.records.schema import (AREA_KEY, INSTANCE_MASK_KEY, IS_CROWD_KEY,
+                                   KEYPOINT_VISIBILITY_KEY, KEYPOINT_X_KEY, KEYPOINT_Y_KEY,
+                                   MASK_KEY, Schema)
 from tfpipe.records.splits import directory_shards
 from tfpipe.records.writer import SHARD_NAME_RE
 
+_KEYPOINT_KEYS = (KEYPOINT_Y_KEY, KEYPOINT_X_KEY, KEYPOINT_VISIBILITY_KEY)
 RECORD_KINDS = ("corrupted-length", "corrupted-data", "truncated", "not-a-tfrecord", "empty")
 
 
@@ -86,12 +94,14 @@ def _sha256(path: str) -> str:
 class _DeepChecker:
     """Decodes images with TensorFlow and checks boxes and labels of one record."""
 
-    def __init__(self, num_classes: int | None, schema: Schema | None = None) -> None:
+    def __init__(self, num_classes: int | None, schema: Schema | None = None,
+                 num_keypoints: int | None = None) -> None:
         import tensorflow as tf
 
         self.tf = tf
         self.num_classes = num_classes
         self.schema = schema
+        self.num_keypoints = num_keypoints  # K from the manifest, when it names them
 
     def _schema_findings(self, data: bytes) -> list[str]:
         """Features missing, of the wrong type, or of the wrong size for the schema."""
@@ -169,6 +179,15 @@ class _DeepChecker:
                 labels = ex.get("image/object/class/label")
                 if labels is not None and labels and len(labels) != n:
                     out.append(f("bad-box", f"{n} boxes but {len(labels)} object labels"))
+                for key in (AREA_KEY, IS_CROWD_KEY):
+                    if self._has(ex, key) and len(ex.get(key) or []) != n:
+                        out.append(f("bad-box", f"{n} boxes but {len(ex.get(key) or [])} "
+                                     f"values of {key!r}"))
+                if self._has(ex, INSTANCE_MASK_KEY):
+                    out.extend(f("bad-instance-mask", m) for m in self._instance_mask_findings(
+                        ex.get(INSTANCE_MASK_KEY) or [], n, size, name))
+                if any(self._has(ex, k) for k in _KEYPOINT_KEYS):
+                    out.extend(f("bad-keypoint", m) for m in self._keypoint_findings(ex, n))
         if self.num_classes:
             labels = list(ex.get("image/class/label", [])) + \
                 list(ex.get("image/object/class/label", []))
@@ -176,6 +195,64 @@ class _DeepChecker:
             if bad:
                 out.append(f("bad-label", f"labels {bad[:5]} outside [0, {self.num_classes})"))
         return out
+
+    def _has(self, ex: dict[str, list[Any]], key: str) -> bool:
+        """The record holds `key`, or its schema declares it (an absent list is empty)."""
+        return key in ex or (self.schema is not None and key in self.schema)
+
+    def _instance_mask_findings(self, masks: list[bytes], n: int,
+                                size: tuple[int, int] | None, name: str) -> list[str]:
+        """Not one mask per box, or a mask that is not a 0/1 1-channel PNG of the image's size."""
+        which = f"image {name!r}" if name else "record"
+        if len(masks) != n:
+            return [f"{which}: {len(masks)} instance masks ({INSTANCE_MASK_KEY!r}) for {n} "
+                    "boxes; one mask per box, in box order"]
+        problems = []
+        import numpy as np
+
+        for j, data in enumerate(masks):
+            at = f"{which}: instance mask {j}"
+            try:
+                if not bytes(data[:8]) == b"\x89PNG\r\n\x1a\n":
+                    raise ValueError("not a PNG")
+                mask = self.tf.io.decode_png(data, channels=0).numpy()
+            except Exception as e:  # noqa: BLE001
+                problems.append(f"{at} does not decode: {tf_error_text(e)[:200]}")
+                continue
+            if mask.shape[-1] != 1:
+                problems.append(f"{at} has {mask.shape[-1]} channels; an instance mask has 1")
+            if size is not None and tuple(mask.shape[:2]) != size:
+                problems.append(f"{at} is {mask.shape[0]}x{mask.shape[1]}, its image "
+                                f"{size[0]}x{size[1]} (height x width)")
+            values = np.unique(mask)
+            if (values > 1).any():
+                problems.append(f"{at} holds values {values[values > 1].tolist()[:5]}; an "
+                                "instance mask holds 1 (the object) and 0")
+        return problems
+
+    def _keypoint_findings(self, ex: dict[str, list[Any]], n: int) -> list[str]:
+        """Keypoint lists of different lengths, not K per box, or out-of-range values."""
+        ys, xs, vs = (list(ex.get(k) or []) for k in _KEYPOINT_KEYS)
+        if not len(ys) == len(xs) == len(vs):
+            return [f"keypoint lists y, x, visibility have lengths {len(ys)}, {len(xs)}, "
+                    f"{len(vs)}; they must be equal"]
+        k = self.num_keypoints
+        if k is not None and len(vs) != k * n:
+            return [f"{len(vs)} keypoints for {n} boxes; the manifest names {k} per box "
+                    f"({k * n} expected)"]
+        if k is None and (len(vs) % n if n else len(vs)):
+            return [f"{len(vs)} keypoints for {n} boxes: not a whole number per box"]
+        problems = []
+        bad_v = sorted({int(v) for v in vs if v not in (0, 1, 2)})
+        if bad_v:
+            problems.append(f"keypoint visibility values {bad_v[:5]} outside 0 (absent), "
+                            "1 (occluded), 2 (visible)")
+        out = [j for j, (y, x) in enumerate(zip(ys, xs)) if not (0 <= y <= 1 and 0 <= x <= 1)]
+        if out:
+            j = out[0]
+            problems.append(f"{len(out)} keypoints outside [0, 1] (first: point {j}, y="
+                            f"{ys[j]:.4g}, x={xs[j]:.4g})")
+        return problems
 
     def _mask_findings(self, data: bytes, size: tuple[int, int] | None,
                        name: str) -> list[str]:
@@ -341,7 +418,9 @@ def verify(path: str | os.PathLike[str], deep: bool = False,
                                        None, None, str(e)))
         return report
     report.manifest = True
-    checker = _DeepChecker(len(manifest.class_names) or None, manifest.schema) if deep else None
+    names = ((manifest.source or {}).get("keypoints") or {}).get("names")
+    checker = (_DeepChecker(len(manifest.class_names) or None, manifest.schema,
+                            len(names) if names else None) if deep else None)
     listed: set[str] = set()
     for split in sorted(manifest.splits):
         for entry, f in zip(manifest.splits[split].shards,
