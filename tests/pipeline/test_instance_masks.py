@@ -252,3 +252,21 @@ def test_config_errors(data, tmp_path):
     with pytest.raises(ConfigError, match=r"data.instance_masks: .*no 'image/object/mask'.*"
                                           r"image/object/bbox/xmin"):
         build_pipeline(_cfg(str(out)), "train")
+
+
+def test_preview_paints_each_mask_inside_its_box():
+    """A 4x4 crop whose left half is set, in the box [0.25, 0.75]^2 of a 40x40 black
+    image: exactly pixels rows 10-29, columns 10-19 get the class colour's blend."""
+    from tfpipe.pipeline.preview import MASK_ALPHA, PALETTE, draw_grid, paste_instance_masks
+
+    crop = np.zeros((2, 4, 4), np.uint8)
+    crop[0, :, :2] = 1
+    crop[1] = 1  # a padding row: never drawn
+    sample = {"image": np.zeros((40, 40, 3), np.uint8), "num_boxes": np.int32(1),
+              "boxes": np.array([[0.25, 0.25, 0.75, 0.75], [0, 0, 1, 1]], np.float32),
+              "classes": np.array([2, -1]), "instance_masks": crop}
+    out = paste_instance_masks(sample["image"], sample)
+    want = np.zeros((40, 40, 3), np.uint8)
+    want[10:30, 10:20] = np.rint(MASK_ALPHA * np.array(PALETTE[2])).astype(np.uint8)
+    np.testing.assert_array_equal(out, want)
+    assert draw_grid([sample]).size[0] > 0
