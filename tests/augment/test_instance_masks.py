@@ -169,8 +169,9 @@ def test_mosaic_masks_are_the_subwindow_of_their_old_crop():
             if r >= nn[i]:
                 break
             ob = boxes[src, k].astype(np.float64)
-            full = np.array([(ob[0] * hw[0] * scale + ty) / hw[0], (ob[1] * hw[1] * scale + tx) / hw[1],
-                             (ob[2] * hw[0] * scale + ty) / hw[0], (ob[3] * hw[1] * scale + tx) / hw[1]])
+            # edges: X_canvas = scale * X_old + t (pixels)
+            full = np.array([(ob[a] * hw[a % 2] * scale + (ty, tx)[a % 2]) / hw[a % 2]
+                             for a in range(4)])
             if not np.allclose(np.clip(full, 0, 1), nb[i, r], atol=1e-5):
                 continue  # cut away (its box is not the next one kept)
             new = nb[i, r].astype(np.float64)

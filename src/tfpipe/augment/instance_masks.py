@@ -140,8 +140,9 @@ def mosaic_instance_masks(masks: tf.Tensor, boxes: tf.Tensor, num_boxes: tf.Tens
     `num_boxes`: the INPUT boxes; `image_hw`: the batch's image (H, W)): the same
     partners, centre and apply draws, the same tile matrices, keep and order. Each kept
     object's crop is its old crop's sub-window under its new clipped box, nearest
-    (`TIE` rule, float64), as one gather per axis for the whole batch. Other keyword
-    arguments of `mosaic` (fill_value) are accepted and do not matter."""
+    (`TIE` rule, float64): `compact`'s order on the candidates, then ONE gather of the
+    kept crops' pixels for the whole batch. Other keyword arguments of `mosaic`
+    (fill_value) are accepted and do not matter."""
     masks = tf.convert_to_tensor(masks)
     boxes = tf.convert_to_tensor(boxes, tf.float32)
     mshape = tf.shape(masks)
@@ -154,7 +155,7 @@ def mosaic_instance_masks(masks: tf.Tensor, boxes: tf.Tensor, num_boxes: tf.Tens
     sw_px, sh_px = scale * wf, scale * hf
     offsets = [(cx - sw_px, cy - sh_px), (cx, cy - sh_px), (cx - sw_px, cy), (cx, cy)]
     valid = valid_mask(num_boxes, max_boxes)
-    crops, keeps = [], []
+    objs, rows, cols, keeps = [], [], [], []
     fy = (tf.range(sh, dtype=tf.float64) + 0.5) / tf.cast(sh, tf.float64)
     fx = (tf.range(sw, dtype=tf.float64) + 0.5) / tf.cast(sw, tf.float64)
     s64 = tf.cast(tf.constant(scale, tf.float32), tf.float64)  # the tiles' float32 scale
@@ -168,22 +169,28 @@ def mosaic_instance_masks(masks: tf.Tensor, boxes: tf.Tensor, num_boxes: tf.Tens
         old = tf.gather(boxes, idx)
         new, keep = transform_boxes(old, m, (h, w), (h, w), min_visibility, min_area)
         keeps.append(keep & tf.gather(valid, idx))
+        objs.append(tf.cast(idx, tf.int32)[:, None] * max_boxes + tf.range(max_boxes)[None, :])
         o64, n64 = tf.cast(old, tf.float64), tf.cast(new, tf.float64)
         # edge coordinates: X_canvas = scale * X_old + t (pixels), normalized here
         t64 = [tf.cast(v, tf.float64)[:, None, None] for v in (ty, tx)]
-        axes = []
-        for a, (f, n_out, size) in enumerate(((fy, sh, hf), (fx, sw, wf))):
+        for a, (f, n_out, size, axis) in enumerate(((fy, sh, hf, rows), (fx, sw, wf, cols))):
             size64 = tf.cast(size, tf.float64)
             lo, hi = n64[..., a][..., None], n64[..., a + 2][..., None]       # [B, N, 1]
             canvas = (lo + f[None, None, :] * (hi - lo)) * size64            # [B, N, S]
             old_norm = (canvas - t64[a]) / (s64 * size64)
             olo, ohi = o64[..., a][..., None], o64[..., a + 2][..., None]
             u = tf.math.divide_no_nan(old_norm - olo, ohi - olo) * tf.cast(n_out, tf.float64) - 0.5
-            axes.append(tf.clip_by_value(_nearest(u), 0, n_out - 1))
-        src = tf.gather(masks, idx)
-        rows = tf.gather(src, axes[0], axis=2, batch_dims=2)
-        crops.append(tf.gather(rows, axes[1], axis=3, batch_dims=2))
-    new_masks = compact_masks(tf.concat(crops, 1), tf.concat(keeps, 1), max_boxes)
+            axis.append(tf.clip_by_value(_nearest(u), 0, n_out - 1))
+    # `compact`'s order on the 4N candidates first, then ONE gather of the N crops kept
+    keep = tf.concat(keeps, 1)
+    order = tf.argsort(tf.cast(~keep, tf.int32), axis=1, stable=True)[:, :max_boxes]
+    k = tf.gather(keep, order, batch_dims=1)
+    obj = tf.gather(tf.concat(objs, 1), order, batch_dims=1)                 # [B, N]
+    iy = tf.gather(tf.concat(rows, 1), order, batch_dims=1)                  # [B, N, Sh]
+    ix = tf.gather(tf.concat(cols, 1), order, batch_dims=1)                  # [B, N, Sw]
+    flat = (obj[:, :, None, None] * sh + iy[:, :, :, None]) * sw + ix[:, :, None, :]
+    picked = tf.gather(tf.reshape(masks, [-1]), flat)
+    new_masks = tf.where(k[:, :, None, None], picked, tf.zeros([], masks.dtype))
     out = tf.where(apply[:, None, None, None], new_masks, masks)
     return tf.ensure_shape(out, masks.shape)
 

@@ -150,7 +150,8 @@ class KeysConfig(_Model):
 
 
 class InstanceMasksConfig(_Model):
-    """`data.instance_masks`: each object's mask cropped to its box, at `size` (docs/instance-masks.md)."""
+    """`data.instance_masks`: each object's mask cropped to its box, at `size`
+    (docs/instance-masks.md)."""
 
     # Mask R-CNN's mask head size; max_boxes * h * w bytes per sample
     size: tuple[Int(1, 1024), Int(1, 1024)] = (28, 28)  # type: ignore[valid-type]
