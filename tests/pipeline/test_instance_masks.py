@@ -130,12 +130,13 @@ def test_eval_is_the_resize(data):
 
 @pytest.fixture(scope="module")
 def batch_runs(data) -> tuple[dict, dict]:
-    """(instance masks on, off): the same train config with mosaic and mixup."""
+    """(instance masks on, off): the same train config with mosaic and mixup, gated
+    per sample (enable_rate < 1)."""
     path, _ = data
     on = _cfg(path, {"random_resized_crop": {"scale": [0.5, 1.0]}, "flip": {"p": 0.5},
                      "affine": {"rotation": 15.0}},
               **{"augment.batch": {"mosaic": {"p": 0.7}, "mixup": {"p": 0.5}},
-                 "pipeline.batch_size": 10})
+                 "augment.enable_rate": 0.8, "pipeline.batch_size": 10})
     off = {**on, "data": {k: v for k, v in on["data"].items() if k != "instance_masks"}}
     return _run(on), _run(off)
 
