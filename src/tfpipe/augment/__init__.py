@@ -79,3 +79,9 @@ from tfpipe.augment.masks import *  # noqa: E402,F401,F403
 __all__ += [*_masks.__all__, "mosaic_draws"]
 __all__ += [*_color.__all__, *_pixel.__all__, *_policies.__all__, *_batch.__all__,
             "DeviceSpec", "DeviceStage", "OnDevice", "apply_on_device"]
+
+# instance masks: box crops at a fixed size through the same matrix (augment/instance_masks.py)
+from tfpipe.augment import instance_masks as _instance_masks  # noqa: E402
+from tfpipe.augment.instance_masks import *  # noqa: E402,F401,F403
+
+__all__ += [*_instance_masks.__all__]

@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from tfpipe.config._types import Float, Int, Unit, fmt
 from tfpipe.config.features import FeaturesConfig
 from tfpipe.config.ops import SECTIONS, BatchOp, GeometryOp, OpConfig, PixelOp
-from tfpipe.config.tasks import TASK_RULES, TASKS, task_problems
+from tfpipe.config.tasks import TASK_RULES, TASKS, data_key_problems, task_problems
 
 #: tf.data's own tuning (`tf.data.AUTOTUNE`): the runtime picks and changes the value.
 AUTOTUNE = "autotune"
@@ -149,6 +149,20 @@ class KeysConfig(_Model):
         return out
 
 
+class InstanceMasksConfig(_Model):
+    """`data.instance_masks`: each object's mask cropped to its box, at `size`
+    (docs/instance-masks.md)."""
+
+    # Mask R-CNN's mask head size; max_boxes * h * w bytes per sample
+    size: tuple[Int(1, 1024), Int(1, 1024)] = (28, 28)  # type: ignore[valid-type]
+
+    @field_validator("size", mode="before")
+    @classmethod
+    def _size(cls, v: Any) -> Any:
+        # `size: 28` is shorthand for [28, 28]
+        return [v, v] if isinstance(v, int) and not isinstance(v, bool) else v
+
+
 class DataConfig(_Model):
     path: Union[str, None] = None
     # tfpipe role -> record key, for records tfpipe did not write (None: tfpipe's own keys)
@@ -168,6 +182,8 @@ class DataConfig(_Model):
     dct_scaling: bool = True
     # segmentation: the mask value outside the source image and in eval padding
     ignore_label: Int(0, 255) = 255  # type: ignore[valid-type]
+    # detection: carry instance masks (image/object/mask) cropped to their boxes; None: off
+    instance_masks: Union[InstanceMasksConfig, None] = None
 
     @field_validator("image_size", mode="before")
     @classmethod
@@ -285,7 +301,7 @@ class AugmentConfig(_Model):
 _IMAGE_ONLY = {
     "data": ("task", "image_size", "channels", "output_dtype", "normalize", "label_format",
              "num_classes", "eval_crop_fraction", "max_boxes", "dct_scaling", "label_offset",
-             "keys"),
+             "keys", "instance_masks"),
     "pipeline": ("materialized", "prefetch_to_device"),
     "augment": ("enable_rate", "pixel_stage", "geometry", "pixel", "batch"),
 }
@@ -336,6 +352,7 @@ class Config(_Model):
         problems += task_problems(task, {sec: self.augment.active(sec)
                                          for sec in ("batch", "geometry")},
                                   self.augment.pixel_stage, fmt)
+        problems += data_key_problems(task, {"instance_masks": self.data.instance_masks}, fmt)
         if channels == 1:
             for op in self.augment.active("pixel"):
                 if op.name in ("saturation", "hue", "channel_shuffle"):
@@ -362,6 +379,8 @@ class Config(_Model):
             del out["data"]["keys"]
         else:
             out["data"]["keys"] = self.data.keys.model_dump(mode="json", exclude_none=True)
+        if self.data.instance_masks is None:  # off: the dict (and hash) as before
+            del out["data"]["instance_masks"]
         for rules in TASK_RULES.values():  # other tasks keep their dict (and hash)
             for key in rules.data_keys:
                 if key not in TASK_RULES[self.data.task].data_keys:

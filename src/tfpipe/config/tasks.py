@@ -24,7 +24,8 @@ class TaskRules:
     - `device_pixel_stage`: `augment.pixel_stage: device` is supported;
     - `soft_labels`: an active mixup/cutmix turns its image-level labels one-hot;
     - `data_keys`: `data` keys only this task reads, kept in `Config.to_dict()` only
-      for it (the other tasks' dicts, and so their hashes, stay as they were).
+      for it (the other tasks' dicts, and so their hashes, stay as they were);
+    - `takes`: `data` keys that, when set (not null), need this task (`data_key_problems`).
     """
 
     name: str
@@ -34,6 +35,7 @@ class TaskRules:
     device_pixel_stage: bool = False
     soft_labels: bool = False
     data_keys: tuple[str, ...] = ()
+    takes: tuple[str, ...] = ()
 
 
 #: Ops only some tasks take ("section.name"): each task lists the ones it takes in `allows`.
@@ -42,7 +44,8 @@ RESTRICTED_OPS = ("batch.mosaic",)
 #: data.task -> its rules, in the order the values are listed to users.
 TASK_RULES: dict[str, TaskRules] = {r.name: r for r in (
     TaskRules("classification", device_pixel_stage=True, soft_labels=True),
-    TaskRules("detection", allows=frozenset({"batch.mosaic"}), one_matrix=True),
+    TaskRules("detection", allows=frozenset({"batch.mosaic"}), one_matrix=True,
+              takes=("instance_masks",)),
     TaskRules("segmentation", allows=frozenset({"batch.mosaic"}), one_matrix=True,
               refuses={"batch.mixup": "a blend of two images has no single class per pixel "
                                       "(use cutmix, which pastes the mask with the image)"},
@@ -81,4 +84,17 @@ def task_problems(task: str, active: Mapping[str, list[object]], pixel_stage: st
         takers = [r.name for r in TASK_RULES.values() if r.device_pixel_stage]
         problems.append(f"augment.pixel_stage: 'device' needs data.task {_quoted(takers)}, "
                         f"got {show(task)} (detection runs L3 on the host: use 'host')")
+    return problems
+
+
+def data_key_problems(task: str, values: Mapping[str, object], fmt: object) -> list[str]:
+    """The config errors of `data` keys set (not None) under a task that does not take
+    them (`TaskRules.takes`); `values`: key -> its value."""
+    show = fmt if callable(fmt) else repr
+    problems = []
+    for key, value in values.items():
+        takers = [r.name for r in TASK_RULES.values() if key in r.takes]
+        if value is not None and takers and key not in TASK_RULES[task].takes:
+            problems.append(f"data.{key}: needs data.task {_quoted(takers)}, got {show(task)} "
+                            f"(set it to null or remove it)")
     return problems

@@ -81,7 +81,7 @@ def _source(s: Settings, split: str, worker: Any) -> tuple[Source, list[str], tu
     if s.batch_size < 1:
         raise ConfigError(f"pipeline.batch_size: must be >= 1, got {s.batch_size}")
     wi, wc = _worker(worker)
-    src = open_records(s.data_path, split, s.task, s.keys)
+    src = open_records(s.data_path, split, s.task, s.keys, task_of(s).needs(s))
     if task_of(s).labels:  # free when the manifest records the label range
         check_manifest_labels(src.label_stats, s.num_classes or src.num_classes,
                               s.label_offset, str(s.data_path))

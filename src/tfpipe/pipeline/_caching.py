@@ -27,7 +27,8 @@ def _cache_path(s: Settings, split: str, files: list[str], worker: tuple[int, in
     keys = ("data_path", "task", "channels", "on_error")
     if what == "decoded":
         keys += ("image_size", "eval_crop_fraction", "max_boxes", "dct_scaling")
-        keys += task_of(s).cache_keys  # (none for the first tasks: their names as before)
+        # (none for the first tasks, and unset ones are left out: their names as before)
+        keys += tuple(k for k in task_of(s).cache_keys if getattr(s, k) is not None)
     if s.keys is not None:  # a mapping changes what is parsed; without one, the names as before
         keys += ("keys",)
     tag = s.fingerprint(*keys)

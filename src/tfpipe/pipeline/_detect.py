@@ -14,8 +14,9 @@
 
 Elements: image [H,W,C], boxes [max_boxes,4] normalized yxyx, classes
 [max_boxes] int64 (-1 = padding), num_boxes int32; detection mixup adds
-box_weights [max_boxes]. `as_supervised` gives (image, {boxes, classes,
-num_boxes[, box_weights]}).
+box_weights [max_boxes]; `data.instance_masks` adds instance_masks uint8
+[max_boxes, Sh, Sw] (`_instances`). `as_supervised` gives (image, {boxes,
+classes, num_boxes[, box_weights][, instance_masks]}).
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from tfpipe.pipeline._decode import decode_full, resize_uint8
 from tfpipe.pipeline._detect_geometry import (  # noqa: F401 - re-exported
     FILL_MODES, INTERPOLATIONS, BoxGeometry, op_matrix, resample_settings)
 from tfpipe.pipeline._host_batch import HostBatchStage
+from tfpipe.pipeline._instances import KEY as INSTANCES, InstanceMasks
 from tfpipe.pipeline._pixel_stage import PixelStage, check_pixel_stage
 from tfpipe.pipeline._plan import SampleSeeds
 from tfpipe.pipeline._settings import Settings
@@ -66,6 +68,8 @@ class Detect(HostBatchStage):
         check_pixel_stage(s)
         self.box_geometry = BoxGeometry(s, self.geometry)
         self.normalize = normalizer(s.mean, s.std)
+        # data.instance_masks (None: off, the elements as before)
+        self.instances = InstanceMasks(s) if s.instance_masks else None
 
     # ------------------------------------------------------------------ per sample
     def eval_image(self, encoded: tf.Tensor) -> tf.Tensor:
@@ -96,15 +100,20 @@ class Detect(HostBatchStage):
         else:
             image, m, hw = geo.image(image, None)
         out["boxes"], out["classes"], out["num_boxes"] = geo.boxes(feats, m, hw)
+        if self.instances is not None:
+            out[INSTANCES] = self.instances.follow(feats, m, hw, geo)
         out["image"] = image
         return out
 
     def sentinel(self, shard: tf.Tensor, rec: tf.Tensor, local: tf.Tensor,
                  serialized: tf.Tensor) -> Batch:
         n = self.s.max_boxes
-        return self.failed_sample(shard, rec, {
+        targets = {
             "boxes": tf.zeros([n, 4]), "classes": tf.fill([n], tf.constant(-1, tf.int64)),
-            "num_boxes": tf.constant(0, tf.int32)})
+            "num_boxes": tf.constant(0, tf.int32)}
+        if self.instances is not None:
+            targets[INSTANCES] = self.instances.empty()
+        return self.failed_sample(shard, rec, targets)
 
     # ------------------------------------------------------------------ per batch
     def compose(self, batch: Batch, global_batch: tf.Tensor, num_classes: int | None,
@@ -123,17 +132,26 @@ class Detect(HostBatchStage):
 
         def apply(op: Any, seed: tf.Tensor, kw: dict[str, Any], x: tf.Tensor,
                   t: tuple[tf.Tensor, ...]) -> tuple[tf.Tensor, tuple[tf.Tensor, ...]]:
-            b, c, n, weights = t
+            b, c, n, weights = t[:4]
+            if len(t) > 4:  # instance masks: the op's draws on the boxes before it
+                assert self.instances is not None
+                t = t[:4] + (self.instances.batch_op(op.name, seed, kw, t[4], b, n, op.p),)
+            extra = t[4:]
             if op.name == "mosaic":
                 x, b, c, n = aug("mosaic")(x, b, c, n, seed, p=op.p, **kw)
                 weights = tf.cast(tf.range(s.max_boxes)[None, :] < n[:, None], tf.float32)
-                return x, (b, c, n, weights)
+                return x, (b, c, n, weights, *extra)
             x, b, c, n, weights = aug("detection_mixup")(x, b, c, n, seed, p=op.p, **kw)
-            return x, (b, c, n, weights)
+            return x, (b, c, n, weights, *extra)
 
-        x, (b, c, n, weights) = self.augment_batch(batch, global_batch, (b, c, n, weights),
-                                                   apply, fuse_norm)
+        targets = (b, c, n, weights)
+        if self.instances is not None:
+            targets += (batch[INSTANCES],)
+        x, targets = self.augment_batch(batch, global_batch, targets, apply, fuse_norm)
+        b, c, n, weights = targets[:4]
         out = {"image": x, "boxes": b, "classes": c, "num_boxes": n}
+        if self.instances is not None:
+            out[INSTANCES] = targets[4]
         if mixup:
             out["box_weights"] = weights
         if keep_index:

@@ -145,13 +145,20 @@ class BoxGeometry:
                            self.fill_value)
         return tf.ensure_shape(out, [size[0], size[1], self.s.channels]), m, tf.stack(hw)
 
-    def boxes(self, feats: dict[str, tf.Tensor], m: tf.Tensor, hw: tf.Tensor
-              ) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
-        """The record's boxes through `m`, clipped, filtered, padded:
-        (boxes [max_boxes, 4], classes [max_boxes], num_boxes)."""
+    def objects(self, feats: dict[str, tf.Tensor], m: tf.Tensor, hw: tf.Tensor
+                ) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
+        """The record's boxes through `m`, clipped, unfiltered, unpadded: (boxes [N, 4],
+        classes [N], keep [N] bool); the other targets filter with the same keep."""
         boxes = tf.stack([tf.reshape(tf.cast(feats[k], tf.float32), [-1]) for k in BOX_KEYS],
                          axis=-1)
         classes = tf.cast(tf.reshape(feats[BOX_LABEL_KEY], [-1]), tf.int64)
         boxes, keep = follow_boxes(boxes, m, hw, self.s.image_size)
+        return boxes, classes, keep
+
+    def boxes(self, feats: dict[str, tf.Tensor], m: tf.Tensor, hw: tf.Tensor
+              ) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
+        """The record's boxes through `m`, clipped, filtered, padded:
+        (boxes [max_boxes, 4], classes [max_boxes], num_boxes)."""
+        boxes, classes, keep = self.objects(feats, m, hw)
         boxes, classes = augment.filter_boxes(boxes, classes, keep)
         return augment.pad_boxes(boxes, classes, self.s.max_boxes)

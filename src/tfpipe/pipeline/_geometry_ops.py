@@ -207,6 +207,16 @@ def follow_boxes(boxes: tf.Tensor, m: tf.Tensor, hw: Any, size: tuple[int, int]
     return augment.transform_boxes(boxes, m, hw, size)
 
 
+def follow_instance_masks(masks: tf.Tensor, m: tf.Tensor, boxes: tf.Tensor,
+                          size: tuple[int, int], mask_size: tuple[int, int]) -> tf.Tensor:
+    """Full-size instance masks [N, h, w] through the same matrix, each cropped to its
+    output box `boxes` [N, 4] at `mask_size`: nearest, one resample from the source
+    (`augment.crop_instance_masks`; the pipeline decodes them one at a time:
+    `_instances.InstanceMasks`)."""
+    return augment.crop_instance_masks(masks, m, boxes, size, mask_size)
+
+
 #: target kind -> how it follows an op's matrix (keypoints: to come).
 FOLLOW: dict[str, Callable[..., Any]] = {
-    "image": follow_image, "mask": follow_mask, "boxes": follow_boxes}
+    "image": follow_image, "mask": follow_mask, "boxes": follow_boxes,
+    "instance_masks": follow_instance_masks}

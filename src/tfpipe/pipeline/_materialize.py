@@ -50,7 +50,7 @@ CONFIG_KEYS = {
     "std": "data.normalize.std", "label_format": "data.label_format",
     "num_classes": "data.num_classes", "eval_crop_fraction": "data.eval_crop_fraction",
     "max_boxes": "data.max_boxes", "dct_scaling": "data.dct_scaling", "keys": "data.keys",
-    "ignore_label": "data.ignore_label",
+    "ignore_label": "data.ignore_label", "instance_masks": "data.instance_masks",
     "batch_size": "pipeline.batch_size",
     "shuffle_buffer": "pipeline.shuffle_buffer", "interleave_cycle": "pipeline.interleave_cycle",
     "drop_remainder": "pipeline.drop_remainder", "on_error": "pipeline.on_error",
@@ -76,6 +76,8 @@ def hashed_settings(s: Settings) -> dict[str, Any]:
         del values["label_offset"]
     if values.get("task") != "segmentation":  # only masks read data.ignore_label
         values.pop("ignore_label", None)
+    if values.get("instance_masks") is None:  # off: the hash it always had
+        values.pop("instance_masks", None)
     values["data_path"] = _norm_path(s.data_path)
     return json.loads(json.dumps(values, sort_keys=True, default=str))
 

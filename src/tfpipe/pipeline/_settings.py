@@ -83,6 +83,9 @@ class Settings:
     # segmentation: the mask's fill outside the source and in eval padding
     # (data.ignore_label); left out of the hashes of the other tasks
     ignore_label: int = 255
+    # detection: the (h, w) of each object's box-cropped mask (data.instance_masks.size);
+    # None: no instance masks (left out of the hashes then)
+    instance_masks: tuple[int, int] | None = None
 
     def active(self, section: str) -> list[Op]:
         """Enabled ops of `geometry` / `pixel` / `batch` with p > 0, in order."""
@@ -134,6 +137,8 @@ def settings(config: Any) -> Settings:
         label_offset=int(data.label_offset),
         keys=None if data.keys is None else data.keys.mapped(),
         ignore_label=int(data.ignore_label),
+        instance_masks=(None if data.instance_masks is None else
+                        (int(data.instance_masks.size[0]), int(data.instance_masks.size[1]))),
         batch_size=int(pipe.batch_size),
         shuffle_buffer=int(pipe.shuffle_buffer),
         num_parallel_calls=int(pipe.tf_value("num_parallel_calls")),

@@ -44,20 +44,31 @@ class Source:
 
 
 def open_records(path: str | None, split: str, task: str,
-                 keys: dict[str, Any] | None = None) -> Source:
+                 keys: dict[str, Any] | None = None,
+                 needs: dict[str, str] | None = None) -> Source:
     """Shards of `split` under `path` via `tfpipe.records.open_source` (manifest-checked).
 
     Shards that are missing or differ in size from the manifest stay in the list:
     the reader decides by `pipeline.on_error` (`read_records`: refused by name
     under `raise`, read as far as they can be and reported under `skip`).
     `keys` (`data.keys`) or a TFDS-prepared directory's own mapping: the parse
-    reads the record's keys and hands out tfpipe's (`_keys.KeyedParse`)."""
+    reads the record's keys and hands out tfpipe's (`_keys.KeyedParse`).
+    `needs`: record key -> the config key that asks for it (`Task.needs`): a
+    ConfigError naming both and listing the records' keys when one is missing."""
     if not path:
         raise ConfigError("data.path: not set; point it at a converted dataset directory "
                           "or a shard glob (tfpipe convert SRC OUT)")
     foreign = bool(keys) or is_tfds_dir(path)
     required = None if foreign else list(task_named(task).required_keys)
     src = open_source(path, split=split, required=required, check_files=False)
+    for key, asked_by in (needs or {}).items():
+        if foreign:
+            raise ConfigError(f"{asked_by}: needs tfpipe's own record key {key!r}; not "
+                              "available through data.keys or a TFDS directory yet")
+        if key not in src.schema:
+            have = ", ".join(k for k in sorted(src.schema) if not k.startswith("tfpipe/"))
+            raise ConfigError(f"{asked_by}: the records under {path!r} (split {split!r}) have "
+                              f"no {key!r}; they have: {have} (convert COCO with --masks)")
     files = list(src.files)
     if not files:
         raise ManifestError(f"no {split!r} shards under {path!r}")

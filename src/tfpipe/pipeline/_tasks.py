@@ -20,7 +20,7 @@ import tensorflow as tf
 
 from tfpipe.config import TASK_RULES, TaskRules
 from tfpipe.errors import ConfigError
-from tfpipe.pipeline._keys import BOX_KEYS, IMAGE_KEY, MASK_KEY
+from tfpipe.pipeline._keys import BOX_KEYS, IMAGE_KEY, INSTANCE_MASK_KEY, MASK_KEY
 
 Element = dict[str, tf.Tensor]
 
@@ -83,7 +83,19 @@ def _no_targets(s: Any, n: int) -> dict[str, list[int]]:
 
 
 def _box_targets(s: Any, n: int) -> dict[str, list[int]]:
-    return {"boxes": [n, s.max_boxes, 4], "classes": [n, s.max_boxes], "num_boxes": [n]}
+    out = {"boxes": [n, s.max_boxes, 4], "classes": [n, s.max_boxes], "num_boxes": [n]}
+    if getattr(s, "instance_masks", None):  # data.instance_masks: box crops per object
+        out["instance_masks"] = [n, s.max_boxes, *s.instance_masks]
+    return out
+
+
+def _no_needs(s: Any) -> dict[str, str]:
+    return {}
+
+
+def _detection_needs(s: Any) -> dict[str, str]:
+    return {INSTANCE_MASK_KEY: "data.instance_masks"} if getattr(s, "instance_masks", None) \
+        else {}
 
 
 def _image_mask(e: Element) -> tuple[tf.Tensor, tf.Tensor]:
@@ -118,7 +130,9 @@ class Task:
       "detections" (boxes etc. in the request image's pixels: export/_detect.py);
     - `cache_keys`: settings beyond the common ones that shape its decoded
       elements (named in a decoded cache's file name: `_caching`);
-    - `rules`: its row of `tfpipe.config.TASK_RULES` (ops, pixel_stage device).
+    - `rules`: its row of `tfpipe.config.TASK_RULES` (ops, pixel_stage device);
+    - `needs(settings)`: record keys the settings switch on (record key -> the config
+      key that asks), checked like `required_keys` when the source is opened.
     """
 
     name: str
@@ -133,6 +147,7 @@ class Task:
     serving: str | None = None
     cache_keys: tuple[str, ...] = ()
     rules: TaskRules = field(default_factory=lambda: TaskRules("tabular"))
+    needs: Callable[[Any], dict[str, str]] = _no_needs
 
     def make(self, s: Any, epoch_seed: tf.Tensor, worker: tuple[int, int],
              parse: Callable[..., Element], train: bool) -> Builder:
@@ -160,7 +175,8 @@ TASKS: dict[str, Task] = {t.name: t for t in (
          rules=TASK_RULES["classification"]),
     Task("detection", builder="_detect:Detect", required_keys=(IMAGE_KEY, *BOX_KEYS),
          serving="detections",  # export/_detect.py
-         targets=_box_targets, batch_ops=("mosaic", "mixup"), rules=TASK_RULES["detection"]),
+         targets=_box_targets, batch_ops=("mosaic", "mixup"), rules=TASK_RULES["detection"],
+         cache_keys=("instance_masks",), needs=_detection_needs),
     Task("segmentation", builder="_segment:Segment", required_keys=(IMAGE_KEY, MASK_KEY),
          supervised=_image_mask, targets=_mask_targets, batch_ops=("cutmix", "mosaic"),
          serving="class_map", cache_keys=("ignore_label",), rules=TASK_RULES["segmentation"]),

@@ -147,6 +147,33 @@ def overlay_mask(pixels: np.ndarray, mask: np.ndarray, ignore_label: int = 255,
     return np.clip(np.rint(blend), 0, 255).astype(np.uint8)
 
 
+def paste_instance_masks(pixels: np.ndarray, sample: Mapping[str, np.ndarray],
+                         alpha: float = MASK_ALPHA) -> np.ndarray:
+    """uint8 RGB [H, W, 3] with each real object's box-cropped instance mask
+    (`instance_masks` [max_boxes, h, w]) put back into its box (nearest: output pixel
+    centre -> crop pixel) and blended in its class's box colour where it is non-zero."""
+    out = pixels.astype(np.float64)
+    masks = np.asarray(sample["instance_masks"])
+    boxes = np.asarray(sample["boxes"], np.float64).reshape(-1, 4)
+    classes = np.asarray(sample.get("classes", np.zeros(len(boxes), np.int64))).reshape(-1)
+    count = min(int(sample.get("num_boxes", len(boxes))), len(masks))
+    h, w = pixels.shape[:2]
+    for k in range(count):
+        y0, x0, y1, x1 = boxes[k]
+        if y1 <= y0 or x1 <= x0:
+            continue
+        mh, mw = masks[k].shape
+        iy = np.floor(((np.arange(h) + 0.5) / h - y0) / (y1 - y0) * mh).astype(np.int64)
+        ix = np.floor(((np.arange(w) + 0.5) / w - x0) / (x1 - x0) * mw).astype(np.int64)
+        iny, inx = (iy >= 0) & (iy < mh), (ix >= 0) & (ix < mw)
+        on = np.zeros((h, w), bool)
+        on[np.ix_(iny, inx)] = masks[k][np.ix_(iy[iny], ix[inx])] > 0
+        cls = int(classes[k]) if k < len(classes) else -1
+        colour = np.array(PALETTE[cls % len(PALETTE)] if cls >= 0 else PALETTE[-1], np.float64)
+        out[on] = (1.0 - alpha) * out[on] + alpha * colour
+    return np.clip(np.rint(out), 0, 255).astype(np.uint8)
+
+
 def mask_caption(mask: np.ndarray, class_names: Sequence[str], ignore_label: int = 255
                  ) -> list[str]:
     """['square 41% / circle 12%', 'ignore 3%']: the two largest classes, then the
@@ -231,6 +258,8 @@ def draw_grid(samples: Sequence[Mapping[str, np.ndarray]], *, mean: Sequence[flo
             img = Image.fromarray(overlay_mask(np.asarray(img), nearest_resize(mask, out_h, out_w),
                                                ignore_label))
             lines += mask_caption(mask, class_names, ignore_label)
+        if "instance_masks" in sample and "boxes" in sample:  # data.instance_masks
+            img = Image.fromarray(paste_instance_masks(np.asarray(img), sample))
         grid.paste(img, (x0, y0))
         if "boxes" in sample:
             _draw_boxes(draw, sample, (x0, y0, out_w, out_h), class_names, font)
