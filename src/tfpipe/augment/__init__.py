@@ -79,3 +79,9 @@ from tfpipe.augment.masks import *  # noqa: E402,F401,F403
 __all__ += [*_masks.__all__, "mosaic_draws"]
 __all__ += [*_color.__all__, *_pixel.__all__, *_policies.__all__, *_batch.__all__,
             "DeviceSpec", "DeviceStage", "OnDevice", "apply_on_device"]
+
+# keypoints: the image's matrix, visibility, the left/right swap (augment/keypoints.py)
+from tfpipe.augment import keypoints as _keypoints  # noqa: E402
+from tfpipe.augment.keypoints import *  # noqa: E402,F401,F403
+
+__all__ += [*_keypoints.__all__]

@@ -28,6 +28,8 @@ def _cache_path(s: Settings, split: str, files: list[str], worker: tuple[int, in
     if what == "decoded":
         keys += ("image_size", "eval_crop_fraction", "max_boxes", "dct_scaling")
         keys += task_of(s).cache_keys  # (none for the first tasks: their names as before)
+        if getattr(s, "keypoints", None) is not None:  # off: the names as before
+            keys += ("keypoints",)
     if s.keys is not None:  # a mapping changes what is parsed; without one, the names as before
         keys += ("keys",)
     tag = s.fingerprint(*keys)

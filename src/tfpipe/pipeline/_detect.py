@@ -14,8 +14,9 @@
 
 Elements: image [H,W,C], boxes [max_boxes,4] normalized yxyx, classes
 [max_boxes] int64 (-1 = padding), num_boxes int32; detection mixup adds
-box_weights [max_boxes]. `as_supervised` gives (image, {boxes, classes,
-num_boxes[, box_weights]}).
+box_weights [max_boxes]; `data.keypoints` adds keypoints [max_boxes, K, 3]
+(`_keypoints`). `as_supervised` gives (image, {boxes, classes, num_boxes[,
+box_weights][, keypoints]}).
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from tfpipe.pipeline._decode import decode_full, resize_uint8
 from tfpipe.pipeline._detect_geometry import (  # noqa: F401 - re-exported
     FILL_MODES, INTERPOLATIONS, BoxGeometry, op_matrix, resample_settings)
 from tfpipe.pipeline._host_batch import HostBatchStage
+from tfpipe.pipeline._keypoints import batch_keypoints, keypoint_spec, sample_keypoints
 from tfpipe.pipeline._pixel_stage import PixelStage, check_pixel_stage
 from tfpipe.pipeline._plan import SampleSeeds
 from tfpipe.pipeline._settings import Settings
@@ -66,6 +68,7 @@ class Detect(HostBatchStage):
         check_pixel_stage(s)
         self.box_geometry = BoxGeometry(s, self.geometry)
         self.normalize = normalizer(s.mean, s.std)
+        self.keypoints = keypoint_spec(s)  # None: data.keypoints off
 
     # ------------------------------------------------------------------ per sample
     def eval_image(self, encoded: tf.Tensor) -> tf.Tensor:
@@ -95,16 +98,24 @@ class Detect(HostBatchStage):
             out.update(self.l3_stage.fields(sseed))
         else:
             image, m, hw = geo.image(image, None)
-        out["boxes"], out["classes"], out["num_boxes"] = geo.boxes(feats, m, hw)
+        if self.keypoints is None:
+            out["boxes"], out["classes"], out["num_boxes"] = geo.boxes(feats, m, hw)
+        else:  # the points of the objects the boxes keep, in their order
+            boxes, classes, keep = geo.objects(feats, m, hw)
+            out["boxes"], out["classes"], out["num_boxes"] = geo.pad(boxes, classes, keep)
+            out["keypoints"] = sample_keypoints(feats, self.keypoints, m, hw,
+                                                self.s.image_size, keep, self.s.max_boxes)
         out["image"] = image
         return out
 
     def sentinel(self, shard: tf.Tensor, rec: tf.Tensor, local: tf.Tensor,
                  serialized: tf.Tensor) -> Batch:
         n = self.s.max_boxes
-        return self.failed_sample(shard, rec, {
-            "boxes": tf.zeros([n, 4]), "classes": tf.fill([n], tf.constant(-1, tf.int64)),
-            "num_boxes": tf.constant(0, tf.int32)})
+        targets = {"boxes": tf.zeros([n, 4]), "classes": tf.fill([n], tf.constant(-1, tf.int64)),
+                   "num_boxes": tf.constant(0, tf.int32)}
+        if self.keypoints is not None:
+            targets["keypoints"] = tf.zeros([n, self.keypoints.k, 3])
+        return self.failed_sample(shard, rec, targets)
 
     # ------------------------------------------------------------------ per batch
     def compose(self, batch: Batch, global_batch: tf.Tensor, num_classes: int | None,
@@ -123,6 +134,10 @@ class Detect(HostBatchStage):
 
         def apply(op: Any, seed: tf.Tensor, kw: dict[str, Any], x: tf.Tensor,
                   t: tuple[tf.Tensor, ...]) -> tuple[tf.Tensor, tuple[tf.Tensor, ...]]:
+            if len(t) > 4:  # keypoints: the op's own draws, before the boxes change
+                kp = batch_keypoints(op, seed, kw, x, t[4], t[0], t[2])
+                x, t4 = apply(op, seed, kw, x, t[:4])
+                return x, (*t4, kp)
             b, c, n, weights = t
             if op.name == "mosaic":
                 x, b, c, n = aug("mosaic")(x, b, c, n, seed, p=op.p, **kw)
@@ -131,9 +146,14 @@ class Detect(HostBatchStage):
             x, b, c, n, weights = aug("detection_mixup")(x, b, c, n, seed, p=op.p, **kw)
             return x, (b, c, n, weights)
 
-        x, (b, c, n, weights) = self.augment_batch(batch, global_batch, (b, c, n, weights),
-                                                   apply, fuse_norm)
+        targets = (b, c, n, weights)
+        if self.keypoints is not None:
+            targets += (batch["keypoints"],)
+        x, targets = self.augment_batch(batch, global_batch, targets, apply, fuse_norm)
+        b, c, n, weights = targets[:4]
         out = {"image": x, "boxes": b, "classes": c, "num_boxes": n}
+        if self.keypoints is not None:
+            out["keypoints"] = targets[4]
         if mixup:
             out["box_weights"] = weights
         if keep_index:

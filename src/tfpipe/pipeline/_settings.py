@@ -83,6 +83,9 @@ class Settings:
     # segmentation: the mask's fill outside the source and in eval padding
     # (data.ignore_label); left out of the hashes of the other tasks
     ignore_label: int = 255
+    # detection: `data.keypoints` as plain values ({names, flip_pairs}); None: not
+    # carried (pipeline/_keypoints.py resolves names and the flip permutation)
+    keypoints: Any = None
 
     def active(self, section: str) -> list[Op]:
         """Enabled ops of `geometry` / `pixel` / `batch` with p > 0, in order."""
@@ -134,6 +137,7 @@ def settings(config: Any) -> Settings:
         label_offset=int(data.label_offset),
         keys=None if data.keys is None else data.keys.mapped(),
         ignore_label=int(data.ignore_label),
+        keypoints=None if data.keypoints is None else data.keypoints.model_dump(mode="json"),
         batch_size=int(pipe.batch_size),
         shuffle_buffer=int(pipe.shuffle_buffer),
         num_parallel_calls=int(pipe.tf_value("num_parallel_calls")),

@@ -83,7 +83,14 @@ def _no_targets(s: Any, n: int) -> dict[str, list[int]]:
 
 
 def _box_targets(s: Any, n: int) -> dict[str, list[int]]:
-    return {"boxes": [n, s.max_boxes, 4], "classes": [n, s.max_boxes], "num_boxes": [n]}
+    out = {"boxes": [n, s.max_boxes, 4], "classes": [n, s.max_boxes], "num_boxes": [n]}
+    if getattr(s, "keypoints", None) is not None:  # data.keypoints: K from names / manifest
+        from tfpipe.pipeline._keypoints import keypoint_spec
+
+        spec = keypoint_spec(s)
+        assert spec is not None
+        out["keypoints"] = [n, s.max_boxes, spec.k, 3]
+    return out
 
 
 def _image_mask(e: Element) -> tuple[tf.Tensor, tf.Tensor]:
