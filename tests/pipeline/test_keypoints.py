@@ -266,3 +266,26 @@ def test_points_land_on_their_marks_and_left_stays_left(marks_data):
         left, right = kp[1, 1::-1], kp[2, 1::-1]  # (x, y)
         assert np.dot(left - right, subject_left) > 0
     assert kinds == {True, False}  # both kinds of sample seen (the test can fail)
+
+
+def test_preview_draws_points_and_skeleton_edges():
+    from tfpipe.pipeline.preview import PAD, PALETTE, draw_grid
+
+    kp = np.zeros((2, 3, 3), np.float32)
+    kp[0] = [[0.25, 0.25, 2], [0.25, 0.75, 1], [0.75, 0.5, 0]]
+    sample = {"image": np.zeros((32, 32, 3), np.uint8),
+              "boxes": np.array([[0.9, 0.9, 0.95, 0.95], [0, 0, 0, 0]], np.float32),
+              "classes": np.array([1, -1]), "num_boxes": np.array(1), "keypoints": kp}
+    grid = np.asarray(draw_grid([sample], skeleton=[[0, 1], [1, 2]]))
+    colour = np.array(PALETTE[1])
+
+    def at(y: float, x: float) -> np.ndarray:  # the tile is 192 px (32 px scaled 6x)
+        return grid[int(PAD + y * 192), int(PAD + x * 192)]
+
+    np.testing.assert_array_equal(at(0.25, 0.25), colour)  # visible: filled
+    row, col = int(PAD + 0.25 * 192), int(PAD + 0.5 * 192)
+    assert (grid[row - 1:row + 1, col] == colour).all(-1).any()  # the edge 0-1
+    assert not at(0.25, 0.75).any()                       # occluded: hollow ...
+    cy, cx = int(PAD + 0.25 * 192), int(PAD + 0.75 * 192)
+    assert (grid[cy - 3:cy + 4, cx - 3:cx + 4] == colour).all(-1).any()  # ... its ring drawn
+    assert not at(0.75, 0.5).any() and not at(0.5, 0.625).any()  # absent: no dot, no edge
