@@ -122,10 +122,11 @@ def parse_keypoints(feats: dict[str, tf.Tensor], k: int, num_objects: tf.Tensor)
                           f"{', '.join(sorted(feats))} (data.keys cannot map keypoints yet)")
     cols = [tf.reshape(tf.cast(feats[key], tf.float32), [-1]) for key in KEYS]
     want = tf.cast(num_objects, tf.int32) * k
-    checks = [tf.debugging.assert_equal(tf.size(c), want, message=(
-        f"{key}: needs {k} values per object (data.keypoints names {k} points)"))
-        for key, c in zip(KEYS, cols)]
-    with tf.control_dependencies(checks):
+    check = tf.debugging.assert_equal(
+        tf.stack([tf.size(c) for c in cols]), tf.fill([3], want), message=(
+            f"{', '.join(KEYS)}: each needs {k} values per object (data.keypoints names "
+            f"{k} points)"))
+    with tf.control_dependencies([check]):
         return tf.reshape(tf.stack(cols, axis=-1), [-1, k, 3])
 
 
