@@ -33,7 +33,10 @@ def coord_data(tmp_path_factory) -> tuple[str, dict[int, dict]]:
         o = random_objects(rng, 3, K, H, W, r)
         o["image"] = coordinate_image(H, W)
         samples.append(o)
-    path = write_dataset(Path(tmp_path_factory.mktemp("kp")) / "coord", samples)
+    # a bad record: 3 objects but K - 1 points each (skipped under on_error: skip)
+    bad = random_objects(rng, 3, K - 1, H, W, 8)
+    bad["image"] = coordinate_image(H, W)
+    path = write_dataset(Path(tmp_path_factory.mktemp("kp")) / "coord", samples + [bad])
     return path, {100 * (r + 1): s for r, s in enumerate(samples)}
 
 
@@ -102,6 +105,7 @@ def _check(cfg: dict, sources: dict[int, dict], split: str = "train") -> tuple[i
         for i in range(b["image"].shape[0]):
             img, n = b["image"][i].numpy(), int(b["num_boxes"][i])
             classes, kp = b["classes"][i].numpy(), b["keypoints"][i].numpy()
+            assert not (classes >= 900).any()  # the bad record was skipped
             m = _fit(img)
             if m is None:
                 continue
