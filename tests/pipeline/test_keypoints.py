@@ -175,6 +175,16 @@ def test_keypoints_off_carries_none_and_config_errors(coord_data, tmp_path):
     del cfg["data"]["keypoints"]
     assert keypoint_spec(settings(cfg)) is None  # off: Detect carries none (bit-identical)
     assert "keypoints" not in load_config(cfg).to_dict()["data"]  # and the config hash
+    from tfpipe.pipeline._caching import _cache_path
+    from tfpipe.pipeline._materialize import hashed_settings
+
+    assert "keypoints" not in hashed_settings(settings(cfg))  # materialize hashes as before
+    assert hashed_settings(settings(_cfg(path, {})))["keypoints"] == {"names": None,
+                                                                     "flip_pairs": "auto"}
+    cache = {"pipeline": {**cfg["pipeline"], "cache": str(tmp_path / "c")}}
+    names = {_cache_path(settings({**c, **cache}), "train", ["f"], (0, 1), "decoded")
+             for c in (cfg, _cfg(path, {}), _cfg(path, {}, keypoints={"flip_pairs": []}))}
+    assert len(names) == 3  # decoded caches are keyed by the keypoint settings
     with pytest.raises(ConfigError, match="data.keypoints: .*'detection'"):
         load_config({"data": {"task": "segmentation", "keypoints": {}}})
     with pytest.raises(ConfigError, match=r"data.keypoints.flip_pairs: .*allowed: 0..3"):
