@@ -177,7 +177,8 @@ class Peer:
                              keypoints=xy, owners=owners)
         kept = np.asarray(out["ids"], np.int64)[:MAX_BOXES]
         b = np.zeros((MAX_BOXES, 4), np.float32)
-        b[:len(kept)] = np.asarray(out["bboxes"], np.float32).reshape(-1, 4)[:MAX_BOXES][:, [1, 0, 3, 2]]
+        kept_boxes = np.asarray(out["bboxes"], np.float32).reshape(-1, 4)[:MAX_BOXES]
+        b[:len(kept)] = kept_boxes[:, [1, 0, 3, 2]]  # xyxy -> yxyx
         moved = np.asarray(out["keypoints"], np.float32)[:, :2].reshape(-1, K, 2)[kept]
         vis = pts[kept, :, 2]
         inside = (vis > 0) & (moved[..., 0] >= 0) & (moved[..., 0] <= w) \

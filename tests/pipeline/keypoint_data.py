@@ -69,7 +69,8 @@ def random_objects(rng: np.random.Generator, n: int, k: int, h: int, w: int,
     boxes, points = [], []
     for _ in range(n):
         y0, x0 = int(rng.integers(0, h - 12)), int(rng.integers(0, w - 12))
-        y1, x1 = y0 + int(rng.integers(8, min(h - y0, 30) + 1)), x0 + int(rng.integers(8, min(w - x0, 30) + 1))
+        y1 = y0 + int(rng.integers(8, min(h - y0, 30) + 1))
+        x1 = x0 + int(rng.integers(8, min(w - x0, 30) + 1))
         boxes.append([y0 / h, x0 / w, y1 / h, x1 / w])
         ys = rng.uniform(y0 + 0.5, y1 - 0.5, k) / h
         xs = rng.uniform(x0 + 0.5, x1 - 0.5, k) / w

@@ -96,8 +96,9 @@ def transform_keypoints(keypoints: tf.Tensor, matrix: tf.Tensor, image_size: Siz
     ny = ((e(1, 0) * xc + e(1, 1) * yc + e(1, 2)) / den + 0.5) / oh
     inside = (v > 0) & (nx >= 0.0) & (nx <= 1.0) & (ny >= 0.0) & (ny <= 1.0)
     out = tf.where(inside[..., None], tf.stack([ny, nx, v], axis=-1), 0.0)
-    if flip_permutation is not None and list(flip_permutation) != list(range(len(flip_permutation))):
-        swapped = tf.gather(out, tf.constant(list(flip_permutation), tf.int32), axis=-2)
+    perm = None if flip_permutation is None else [int(i) for i in flip_permutation]
+    if perm is not None and perm != list(range(len(perm))):
+        swapped = tf.gather(out, tf.constant(perm, tf.int32), axis=-2)
         mirror = _mirrors(m)
         mirror = mirror[:, None, None, None] if m.shape.rank == 3 else mirror
         out = tf.where(mirror, swapped, out)
