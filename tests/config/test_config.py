@@ -21,8 +21,8 @@ from tfpipe.config import (
 )
 from tfpipe.errors import ConfigError
 
-PRESETS = ["cifar", "ctr", "detection", "imagenet", "medical-ultrasound", "remote-sensing",
-           "remote-sensing-segmentation", "segmentation"]
+PRESETS = ["cifar", "ctr", "detection", "imagenet", "medical-ultrasound", "pose",
+           "remote-sensing", "remote-sensing-segmentation", "segmentation"]
 
 
 def _write(tmp_path: Path, text: str, name: str = "cfg.yaml") -> Path:

@@ -85,3 +85,9 @@ from tfpipe.augment import instance_masks as _instance_masks  # noqa: E402
 from tfpipe.augment.instance_masks import *  # noqa: E402,F401,F403
 
 __all__ += [*_instance_masks.__all__]
+
+# keypoints: the image's matrix, visibility, the left/right swap (augment/keypoints.py)
+from tfpipe.augment import keypoints as _keypoints  # noqa: E402
+from tfpipe.augment.keypoints import *  # noqa: E402,F401,F403
+
+__all__ += [*_keypoints.__all__]

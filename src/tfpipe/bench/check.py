@@ -440,8 +440,9 @@ def check_bad_input(ctx: Context) -> CheckResult:
         raw[offset] ^= 0xFF
         path_b.write_bytes(bytes(raw))
         manifest = src.manifest or Manifest(schema=src.schema)
+        # the source travels too: keypoint names / skeleton live there (data.keypoints)
         Manifest(schema=manifest.schema, splits={"train": SplitInfo(shards=entries)},
-                 class_names=list(manifest.class_names)).save(tmp)
+                 class_names=list(manifest.class_names), source=dict(manifest.source)).save(tmp)
         # the damaged shard's sha256 in the manifest is the undamaged one, like real bit rot
         cfg = ctx.variant([f"data.path={tmp}", "pipeline.on_error=skip",
                            "pipeline.batch_size=1", "pipeline.drop_remainder=false",

@@ -163,6 +163,59 @@ class InstanceMasksConfig(_Model):
         return [v, v] if isinstance(v, int) and not isinstance(v, bool) else v
 
 
+class KeypointsConfig(_Model):
+    """`data.keypoints` (detection): carry each object's keypoints through the
+    geometry (docs/detection.md, "Keypoints").
+
+    `names`: the K point names (None: the manifest's `source["keypoints"]["names"]`);
+    `flip_pairs`: which points swap under a mirror: `auto` pairs `left_X` with
+    `right_X` by name (only the `left_` / `right_` prefixes), or explicit index
+    pairs `[[i, j], ...]` (0-based, no point twice; checked against K at build)."""
+
+    names: Union[list[str], None] = None
+    flip_pairs: Union[Literal["auto"], list[list[Int(0)]]] = "auto"  # type: ignore[valid-type]
+
+    @field_validator("names")
+    @classmethod
+    def _names(cls, v: Any) -> Any:
+        if v is None:
+            return v
+        if not v or any(not n.strip() for n in v):
+            raise ValueError(f"must be a non-empty list of non-empty point names, got {fmt(v)}")
+        dup = sorted({n for n in v if v.count(n) > 1})
+        if dup:
+            raise ValueError(f"names a point twice: {', '.join(dup)}")
+        return v
+
+    @field_validator("flip_pairs")
+    @classmethod
+    def _pairs(cls, v: Any) -> Any:
+        if v == "auto":
+            return v
+        seen: set[int] = set()
+        for pair in v:
+            if len(pair) != 2 or pair[0] == pair[1]:
+                raise ValueError(f"each pair is two different point indices [i, j], got "
+                                 f"{fmt(pair)}; allowed: 'auto' or [[i, j], ...]")
+            twice = [i for i in pair if i in seen]
+            if twice:
+                raise ValueError(f"point {twice[0]} is in two pairs ({fmt(pair)}); a point "
+                                 "swaps with one other point only")
+            seen.update(pair)
+        return v
+
+    @model_validator(mode="after")
+    def _in_range(self) -> "KeypointsConfig":
+        if self.names is not None and self.flip_pairs != "auto":
+            k = len(self.names)
+            for pair in self.flip_pairs:
+                bad = [i for i in pair if i >= k]
+                if bad:
+                    raise ValueError(f".flip_pairs: index {bad[0]} in {fmt(pair)} is out of "
+                                     f"range; allowed: 0..{k - 1} (the {k} names)")
+        return self
+
+
 class DataConfig(_Model):
     path: Union[str, None] = None
     # tfpipe role -> record key, for records tfpipe did not write (None: tfpipe's own keys)
@@ -184,6 +237,8 @@ class DataConfig(_Model):
     ignore_label: Int(0, 255) = 255  # type: ignore[valid-type]
     # detection: carry instance masks (image/object/mask) cropped to their boxes; None: off
     instance_masks: Union[InstanceMasksConfig, None] = None
+    # detection: each object's keypoints (None: not carried); see KeypointsConfig
+    keypoints: Union[KeypointsConfig, None] = None
 
     @field_validator("image_size", mode="before")
     @classmethod
@@ -301,7 +356,7 @@ class AugmentConfig(_Model):
 _IMAGE_ONLY = {
     "data": ("task", "image_size", "channels", "output_dtype", "normalize", "label_format",
              "num_classes", "eval_crop_fraction", "max_boxes", "dct_scaling", "label_offset",
-             "keys", "instance_masks"),
+             "keys", "instance_masks", "keypoints"),
     "pipeline": ("materialized", "prefetch_to_device"),
     "augment": ("enable_rate", "pixel_stage", "geometry", "pixel", "batch"),
 }
@@ -352,7 +407,8 @@ class Config(_Model):
         problems += task_problems(task, {sec: self.augment.active(sec)
                                          for sec in ("batch", "geometry")},
                                   self.augment.pixel_stage, fmt)
-        problems += data_key_problems(task, {"instance_masks": self.data.instance_masks}, fmt)
+        problems += data_key_problems(task, {"instance_masks": self.data.instance_masks,
+                                             "keypoints": self.data.keypoints}, fmt)
         if channels == 1:
             for op in self.augment.active("pixel"):
                 if op.name in ("saturation", "hue", "channel_shuffle"):
@@ -381,6 +437,8 @@ class Config(_Model):
             out["data"]["keys"] = self.data.keys.model_dump(mode="json", exclude_none=True)
         if self.data.instance_masks is None:  # off: the dict (and hash) as before
             del out["data"]["instance_masks"]
+        if self.data.keypoints is None:  # configs without keypoints keep their dict (and hash)
+            del out["data"]["keypoints"]
         for rules in TASK_RULES.values():  # other tasks keep their dict (and hash)
             for key in rules.data_keys:
                 if key not in TASK_RULES[self.data.task].data_keys:

@@ -45,7 +45,7 @@ RESTRICTED_OPS = ("batch.mosaic",)
 TASK_RULES: dict[str, TaskRules] = {r.name: r for r in (
     TaskRules("classification", device_pixel_stage=True, soft_labels=True),
     TaskRules("detection", allows=frozenset({"batch.mosaic"}), one_matrix=True,
-              takes=("instance_masks",)),
+              takes=("instance_masks", "keypoints")),
     TaskRules("segmentation", allows=frozenset({"batch.mosaic"}), one_matrix=True,
               refuses={"batch.mixup": "a blend of two images has no single class per pixel "
                                       "(use cutmix, which pastes the mask with the image)"},

@@ -15,8 +15,10 @@
 Elements: image [H,W,C], boxes [max_boxes,4] normalized yxyx, classes
 [max_boxes] int64 (-1 = padding), num_boxes int32; detection mixup adds
 box_weights [max_boxes]; `data.instance_masks` adds instance_masks uint8
-[max_boxes, Sh, Sw] (`_instances`). `as_supervised` gives (image, {boxes,
-classes, num_boxes[, box_weights][, instance_masks]}).
+[max_boxes, Sh, Sw] (`_instances`), `data.keypoints` adds keypoints [max_boxes,
+K, 3] (`_keypoints`): both follow the boxes' keep, order and cut. `as_supervised`
+gives (image, {boxes, classes, num_boxes[, box_weights][, instance_masks][,
+keypoints]}).
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from tfpipe.pipeline._detect_geometry import (  # noqa: F401 - re-exported
     FILL_MODES, INTERPOLATIONS, BoxGeometry, op_matrix, resample_settings)
 from tfpipe.pipeline._host_batch import HostBatchStage
 from tfpipe.pipeline._instances import KEY as INSTANCES, InstanceMasks
+from tfpipe.pipeline._keypoints import batch_keypoints, keypoint_spec, sample_keypoints
 from tfpipe.pipeline._pixel_stage import PixelStage, check_pixel_stage
 from tfpipe.pipeline._plan import SampleSeeds
 from tfpipe.pipeline._settings import Settings
@@ -70,6 +73,7 @@ class Detect(HostBatchStage):
         self.normalize = normalizer(s.mean, s.std)
         # data.instance_masks (None: off, the elements as before)
         self.instances = InstanceMasks(s) if s.instance_masks else None
+        self.keypoints = keypoint_spec(s)  # None: data.keypoints off
 
     # ------------------------------------------------------------------ per sample
     def eval_image(self, encoded: tf.Tensor) -> tf.Tensor:
@@ -99,9 +103,16 @@ class Detect(HostBatchStage):
             out.update(self.l3_stage.fields(sseed))
         else:
             image, m, hw = geo.image(image, None)
-        out["boxes"], out["classes"], out["num_boxes"] = geo.boxes(feats, m, hw)
-        if self.instances is not None:
-            out[INSTANCES] = self.instances.follow(feats, m, hw, geo)
+        if self.instances is None and self.keypoints is None:
+            out["boxes"], out["classes"], out["num_boxes"] = geo.boxes(feats, m, hw)
+        else:  # the per-object targets of the objects the boxes keep, in their order
+            boxes, classes, keep = geo.objects(feats, m, hw)
+            out["boxes"], out["classes"], out["num_boxes"] = geo.pad(boxes, classes, keep)
+            if self.instances is not None:
+                out[INSTANCES] = self.instances.follow(feats, m, hw, boxes, keep)
+            if self.keypoints is not None:
+                out["keypoints"] = sample_keypoints(feats, self.keypoints, m, hw,
+                                                    self.s.image_size, keep, self.s.max_boxes)
         out["image"] = image
         return out
 
@@ -113,6 +124,8 @@ class Detect(HostBatchStage):
             "num_boxes": tf.constant(0, tf.int32)}
         if self.instances is not None:
             targets[INSTANCES] = self.instances.empty()
+        if self.keypoints is not None:
+            targets["keypoints"] = tf.zeros([n, self.keypoints.k, 3])
         return self.failed_sample(shard, rec, targets)
 
     # ------------------------------------------------------------------ per batch
@@ -130,13 +143,16 @@ class Detect(HostBatchStage):
         # the detection preset's batches hash the same with and without this)
         fuse_norm = float_out and not mixup and self.l3_stage.fused is not None
 
+        # the per-object targets carried beside the boxes, in a fixed order
+        extra_keys = tuple(k for k, on in ((INSTANCES, self.instances is not None),
+                                           ("keypoints", self.keypoints is not None)) if on)
+
         def apply(op: Any, seed: tf.Tensor, kw: dict[str, Any], x: tf.Tensor,
                   t: tuple[tf.Tensor, ...]) -> tuple[tf.Tensor, tuple[tf.Tensor, ...]]:
             b, c, n, weights = t[:4]
-            if len(t) > 4:  # instance masks: the op's draws on the boxes before it
-                assert self.instances is not None
-                t = t[:4] + (self.instances.batch_op(op.name, seed, kw, t[4], b, n, op.p),)
-            extra = t[4:]
+            # the per-object targets, each from the op's own draws on the boxes before it
+            extra = tuple(self._batch_target(key, op, seed, kw, x, v, b, n)
+                          for key, v in zip(extra_keys, t[4:]))
             if op.name == "mosaic":
                 x, b, c, n = aug("mosaic")(x, b, c, n, seed, p=op.p, **kw)
                 weights = tf.cast(tf.range(s.max_boxes)[None, :] < n[:, None], tf.float32)
@@ -145,15 +161,22 @@ class Detect(HostBatchStage):
             return x, (b, c, n, weights, *extra)
 
         targets = (b, c, n, weights)
-        if self.instances is not None:
-            targets += (batch[INSTANCES],)
+        targets += tuple(batch[k] for k in extra_keys)
         x, targets = self.augment_batch(batch, global_batch, targets, apply, fuse_norm)
         b, c, n, weights = targets[:4]
-        out = {"image": x, "boxes": b, "classes": c, "num_boxes": n}
-        if self.instances is not None:
-            out[INSTANCES] = targets[4]
+        out = {"image": x, "boxes": b, "classes": c, "num_boxes": n,
+               **dict(zip(extra_keys, targets[4:]))}
         if mixup:
             out["box_weights"] = weights
         if keep_index:
             out["index"] = batch["_index"]
         return out
+
+    def _batch_target(self, key: str, op: Any, seed: tf.Tensor, kw: dict[str, Any],
+                      x: tf.Tensor, value: tf.Tensor, boxes: tf.Tensor, num_boxes: tf.Tensor
+                      ) -> tf.Tensor:
+        """One per-object target after batch op `op`, given the boxes before it."""
+        if key == INSTANCES:
+            assert self.instances is not None
+            return self.instances.batch_op(op.name, seed, kw, value, boxes, num_boxes, op.p)
+        return batch_keypoints(op, seed, kw, x, value, boxes, num_boxes)

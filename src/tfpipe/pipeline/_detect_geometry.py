@@ -147,18 +147,23 @@ class BoxGeometry:
 
     def objects(self, feats: dict[str, tf.Tensor], m: tf.Tensor, hw: tf.Tensor
                 ) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
-        """The record's boxes through `m`, clipped, unfiltered, unpadded: (boxes [N, 4],
-        classes [N], keep [N] bool); the other targets filter with the same keep."""
+        """The record's boxes through `m`, clipped, unfiltered, unpadded:
+        (boxes [N, 4], classes [N], keep [N] bool). Per-object targets filter and
+        pad with the same keep (`tf.boolean_mask(t, keep)[:max_boxes]`)."""
         boxes = tf.stack([tf.reshape(tf.cast(feats[k], tf.float32), [-1]) for k in BOX_KEYS],
                          axis=-1)
         classes = tf.cast(tf.reshape(feats[BOX_LABEL_KEY], [-1]), tf.int64)
         boxes, keep = follow_boxes(boxes, m, hw, self.s.image_size)
         return boxes, classes, keep
 
+    def pad(self, boxes: tf.Tensor, classes: tf.Tensor, keep: tf.Tensor
+            ) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
+        """`objects`' output filtered by keep and padded to max_boxes."""
+        boxes, classes = augment.filter_boxes(boxes, classes, keep)
+        return augment.pad_boxes(boxes, classes, self.s.max_boxes)
+
     def boxes(self, feats: dict[str, tf.Tensor], m: tf.Tensor, hw: tf.Tensor
               ) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
         """The record's boxes through `m`, clipped, filtered, padded:
         (boxes [max_boxes, 4], classes [max_boxes], num_boxes)."""
-        boxes, classes, keep = self.objects(feats, m, hw)
-        boxes, classes = augment.filter_boxes(boxes, classes, keep)
-        return augment.pad_boxes(boxes, classes, self.s.max_boxes)
+        return self.pad(*self.objects(feats, m, hw))

@@ -17,7 +17,8 @@ An entry (`GeometricOp`) holds, for one op of `augment.geometry`:
 How each target follows an op with a matrix (`FOLLOW`): the image is resampled
 with the chain's interpolation and fill (`resample_settings`), a mask with the
 same matrix, nearest, filled with the ignore label, boxes through the matrix
-(corners, clipped, filtered); keypoints later (points through the matrix). The
+(corners, clipped, filtered), keypoints through the matrix (absent outside the
+output; a mirror swaps left/right). The
 chain's matrices are composed with the final resize and every target is
 resampled ONCE. docs/architecture.md, "Adding a geometric op".
 """
@@ -216,7 +217,14 @@ def follow_instance_masks(masks: tf.Tensor, m: tf.Tensor, boxes: tf.Tensor,
     return augment.crop_instance_masks(masks, m, boxes, size, mask_size)
 
 
-#: target kind -> how it follows an op's matrix (keypoints: to come).
+def follow_keypoints(keypoints: tf.Tensor, m: tf.Tensor, hw: Any, size: tuple[int, int],
+                     flip_permutation: Any = None) -> tf.Tensor:
+    """[N, K, 3] (y, x, visibility) points through the matrix: absent outside the
+    output, the left/right permutation under a mirror (`augment.transform_keypoints`)."""
+    return augment.transform_keypoints(keypoints, m, hw, size, flip_permutation)
+
+
+#: target kind -> how it follows an op's matrix.
 FOLLOW: dict[str, Callable[..., Any]] = {
     "image": follow_image, "mask": follow_mask, "boxes": follow_boxes,
-    "instance_masks": follow_instance_masks}
+    "keypoints": follow_keypoints, "instance_masks": follow_instance_masks}

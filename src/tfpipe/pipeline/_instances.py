@@ -54,11 +54,10 @@ class InstanceMasks:
         return tf.zeros([self.s.max_boxes, *self.size], tf.uint8)
 
     def follow(self, feats: dict[str, tf.Tensor], m: tf.Tensor, hw: tf.Tensor,
-               geometry: Any) -> tf.Tensor:
+               boxes: tf.Tensor, keep: tf.Tensor) -> tf.Tensor:
         """uint8 [max_boxes, Sh, Sw]: the kept objects' masks (in the boxes' order)
-        through `m`, cropped to their output boxes. `geometry`: the `BoxGeometry`
-        whose `objects` gives the boxes and their keep."""
-        boxes, _, keep = geometry.objects(feats, m, hw)
+        through `m`, cropped to their output boxes. `boxes`, `keep`: the record's
+        boxes through `m` and which survive (`BoxGeometry.objects`)."""
         encoded = tf.reshape(feats[INSTANCE_MASK_KEY], [-1])
         counts = tf.stack([tf.size(encoded), tf.shape(boxes)[0]])
         aligned = tf.debugging.Assert(tf.equal(counts[0], counts[1]), [

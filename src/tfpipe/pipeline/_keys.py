@@ -48,7 +48,8 @@ ROLES: dict[str, tuple[Any, str, bool]] = {
     "width": ("image/width", "int64", True),
     "filename": ("image/filename", "string", True),
 }
-# roles each task reads; `keypoints` waits for its task (#24)
+# roles each task reads; `keypoints` is not mappable yet (data.keypoints reads
+# tfpipe's own three keys, KEYPOINT_KEYS + KEYPOINT_VISIBILITY_KEY: _keypoints.py)
 TASK_ROLES = {"classification": ("image", "label"),
               "detection": ("image", "boxes", "box_labels"),
               "segmentation": ("image", "mask")}

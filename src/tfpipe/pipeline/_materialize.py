@@ -70,6 +70,8 @@ def hashed_settings(s: Settings) -> dict[str, Any]:
         values.pop("features", None)
     if values.get("keys") is None:  # no key mapping: the hash it always had
         values.pop("keys", None)
+    if values.get("keypoints") is None:  # no data.keypoints: the hash it always had
+        values.pop("keypoints", None)
     if values.get("pixel_stage") == "host":  # the default: hashes from before the switch hold
         del values["pixel_stage"]
     if values.get("label_offset") == 0:  # likewise for data.label_offset

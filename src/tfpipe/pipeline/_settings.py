@@ -86,6 +86,9 @@ class Settings:
     # detection: the (h, w) of each object's box-cropped mask (data.instance_masks.size);
     # None: no instance masks (left out of the hashes then)
     instance_masks: tuple[int, int] | None = None
+    # detection: `data.keypoints` as plain values ({names, flip_pairs}); None: not
+    # carried (pipeline/_keypoints.py resolves names and the flip permutation)
+    keypoints: Any = None
 
     def active(self, section: str) -> list[Op]:
         """Enabled ops of `geometry` / `pixel` / `batch` with p > 0, in order."""
@@ -139,6 +142,7 @@ def settings(config: Any) -> Settings:
         ignore_label=int(data.ignore_label),
         instance_masks=(None if data.instance_masks is None else
                         (int(data.instance_masks.size[0]), int(data.instance_masks.size[1]))),
+        keypoints=None if data.keypoints is None else data.keypoints.model_dump(mode="json"),
         batch_size=int(pipe.batch_size),
         shuffle_buffer=int(pipe.shuffle_buffer),
         num_parallel_calls=int(pipe.tf_value("num_parallel_calls")),

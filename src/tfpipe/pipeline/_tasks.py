@@ -86,6 +86,12 @@ def _box_targets(s: Any, n: int) -> dict[str, list[int]]:
     out = {"boxes": [n, s.max_boxes, 4], "classes": [n, s.max_boxes], "num_boxes": [n]}
     if getattr(s, "instance_masks", None):  # data.instance_masks: box crops per object
         out["instance_masks"] = [n, s.max_boxes, *s.instance_masks]
+    if getattr(s, "keypoints", None) is not None:  # data.keypoints: K from names / manifest
+        from tfpipe.pipeline._keypoints import keypoint_spec
+
+        spec = keypoint_spec(s)
+        assert spec is not None
+        out["keypoints"] = [n, s.max_boxes, spec.k, 3]
     return out
 
 
@@ -176,7 +182,7 @@ TASKS: dict[str, Task] = {t.name: t for t in (
     Task("detection", builder="_detect:Detect", required_keys=(IMAGE_KEY, *BOX_KEYS),
          serving="detections",  # export/_detect.py
          targets=_box_targets, batch_ops=("mosaic", "mixup"), rules=TASK_RULES["detection"],
-         cache_keys=("instance_masks",), needs=_detection_needs),
+         cache_keys=("instance_masks", "keypoints"), needs=_detection_needs),
     Task("segmentation", builder="_segment:Segment", required_keys=(IMAGE_KEY, MASK_KEY),
          supervised=_image_mask, targets=_mask_targets, batch_ops=("cutmix", "mosaic"),
          serving="class_map", cache_keys=("ignore_label",), rules=TASK_RULES["segmentation"]),

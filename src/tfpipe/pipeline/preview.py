@@ -2,7 +2,9 @@
 
 Images are un-normalized with the config's mean/std, labels captioned with
 class names from the manifest (top-2 with weights for mixed labels), detection
-boxes drawn with their class names, segmentation masks as a translucent overlay
+boxes drawn with their class names (and their keypoints: visible points filled,
+occluded ones hollow, the manifest's skeleton edges between present points),
+segmentation masks as a translucent overlay
 (`MASK_ALPHA` of a fixed per-class colour, `class_colour`; ignore pixels in their
 own colour) with a legend of the classes shown. Drawing uses only PIL with its
 bundled default font, so the same config and seed give byte-identical PNGs (for
@@ -36,6 +38,8 @@ TARGET_TILE = 192
 # the photo readable under the class colour.
 MASK_ALPHA = 0.5
 LEGEND_SWATCH = 10
+# Keypoint dots: radius in tile pixels (filled: visible, v=2; hollow: occluded, v=1).
+POINT_RADIUS = 2
 
 
 def class_colour(index: int) -> tuple[int, int, int]:
@@ -217,9 +221,11 @@ def _legend_layout(entries: Sequence[tuple[tuple[int, int, int], str]], font: An
 def draw_grid(samples: Sequence[Mapping[str, np.ndarray]], *, mean: Sequence[float] = (0.0,),
               std: Sequence[float] = (1.0,), class_names: Sequence[str] = (),
               columns: int | None = None, target_tile: int = TARGET_TILE,
-              ignore_label: int = 255) -> Image.Image:
+              ignore_label: int = 255,
+              skeleton: Sequence[Sequence[int]] = ()) -> Image.Image:
     """One RGB image: a tile per sample with its caption and boxes; masks overlaid
-    (`overlay_mask`, at the tile's size) with a class legend under the grid."""
+    (`overlay_mask`, at the tile's size) with a class legend under the grid;
+    keypoints ([max_boxes, K, 3]) as dots joined by the `skeleton` edges."""
     if not samples:
         raise ValueError("nothing to preview: the dataset yielded no samples")
     font = ImageFont.load_default()
@@ -263,6 +269,8 @@ def draw_grid(samples: Sequence[Mapping[str, np.ndarray]], *, mean: Sequence[flo
         grid.paste(img, (x0, y0))
         if "boxes" in sample:
             _draw_boxes(draw, sample, (x0, y0, out_w, out_h), class_names, font)
+            if "keypoints" in sample:
+                _draw_keypoints(draw, sample, (x0, y0, out_w, out_h), skeleton)
             count = int(sample.get("num_boxes", len(sample["boxes"])))
             lines.append(f"{count} box{'es' if count != 1 else ''}")
         for j, line in enumerate(lines[:CAPTION_LINES]):
@@ -286,6 +294,31 @@ def _draw_boxes(draw: ImageDraw.ImageDraw, sample: Mapping[str, np.ndarray],
         colour = PALETTE[cls % len(PALETTE)] if cls >= 0 else PALETTE[-1]
         draw.rectangle((left, top, right, bottom), outline=colour, width=1)
         draw.text((left + 1, top + 1), _name(cls, class_names), fill=colour, font=font)
+
+
+def _draw_keypoints(draw: ImageDraw.ImageDraw, sample: Mapping[str, np.ndarray],
+                    where: tuple[int, int, int, int], skeleton: Sequence[Sequence[int]]) -> None:
+    """Each real object's points ((y, x, v) normalized like the boxes) in its box's
+    colour: skeleton edges between two present points, then the dots (filled:
+    visible, hollow: occluded); absent points (v = 0) are not drawn."""
+    x0, y0, w, h = where
+    kp = np.asarray(sample["keypoints"], np.float64)
+    count = int(sample.get("num_boxes", len(kp)))
+    classes = np.asarray(sample.get("classes", np.zeros(len(kp), np.int64))).reshape(-1)
+    for k in range(min(count, len(kp))):
+        cls = int(classes[k]) if k < len(classes) else -1
+        colour = PALETTE[cls % len(PALETTE)] if cls >= 0 else PALETTE[-1]
+        # pixel position of a normalized point: x * w is an edge coordinate
+        xy = [(x0 + x * w - 0.5, y0 + y * h - 0.5) for y, x, _ in kp[k]]
+        present = kp[k, :, 2] > 0
+        for a, b in skeleton:
+            if a < len(xy) and b < len(xy) and present[a] and present[b]:
+                draw.line((xy[a], xy[b]), fill=colour, width=1)
+        for (px, py), v in zip(xy, kp[k, :, 2]):
+            if v <= 0:
+                continue
+            box = (px - POINT_RADIUS, py - POINT_RADIUS, px + POINT_RADIUS, py + POINT_RADIUS)
+            draw.ellipse(box, fill=colour if v >= 2 else None, outline=colour)
 
 
 def _class_names(data_path: str | None) -> list[str]:
@@ -382,8 +415,11 @@ def render_preview(config: Any, out_png: str | os.PathLike[str], n: int = 16, sp
                          "(no records, or every record was skipped as bad?)")
     if info is not None:
         info.update(samples=len(samples), partial_batch=partial, device_stage=staged)
+    from tfpipe.pipeline._keypoints import keypoint_spec
+
+    spec = keypoint_spec(s)
     grid = draw_grid(samples, mean=s.mean, std=s.std, class_names=_class_names(s.data_path),
-                     ignore_label=s.ignore_label)
+                     ignore_label=s.ignore_label, skeleton=spec.skeleton if spec else ())
     out = Path(out_png)
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_name(out.name + ".tmp")
