@@ -26,8 +26,8 @@ def record_files(tmp_path_factory) -> list[str]:
 
 @pytest.fixture(scope="session")
 def converted(tmp_path_factory) -> dict[str, str]:
-    """Classification (image folder), detection (COCO JSON), segmentation (images +
-    masks) and tabular (the CTR
+    """Classification (image folder), detection (COCO JSON), pose (COCO JSON with
+    keypoints), segmentation (images + masks) and tabular (the CTR
     table, for the ctr preset) datasets, converted;
     each train split holds at least one batch of every preset (cifar: 128, detection:
     16), or the train build refuses the config (an epoch of 0 batches)."""
@@ -66,5 +66,10 @@ def converted(tmp_path_factory) -> dict[str, str]:
                                                size_range=(40, 60))
     convert(seg / "images", root / "seg", masks=seg / "masks", classes=seg / "classes.txt",
             workers=1)
+    # the pose preset (batch 16, keypoints): the pose sample's COCO, converted
+    from tfpipe.convert.samples import make_pose_coco
+
+    pose = make_pose_coco(root / "posesrc", num_images=16)
+    convert(pose, root / "pose", workers=1)
     return {"classification": str(root / "cls"), "detection": str(root / "det"),
-            "segmentation": str(root / "seg"), "tabular": table}
+            "segmentation": str(root / "seg"), "pose": str(root / "pose"), "tabular": table}

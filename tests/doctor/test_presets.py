@@ -12,9 +12,10 @@ from tfpipe.config import load_config, preset_names
 @pytest.mark.parametrize("preset", preset_names())
 def test_preset_is_clean(preset, converted):
     cfg = load_config(preset)
-    kind = "tabular" if cfg.features is not None else cfg.data.task
+    kind = ("tabular" if cfg.features is not None else
+            "pose" if cfg.data.keypoints is not None else cfg.data.task)
     over = {"data.path": converted[kind]}
-    if kind == "segmentation":  # a quarter of the size: the same graph, less to trace and run
+    if kind in ("segmentation", "pose"):  # a quarter of the size: the same graph, less to trace
         over["data.image_size"] = [d // 4 for d in cfg.data.image_size]
     cfg = load_config(preset, over)
     splits = ("train", "val") if preset == "imagenet" else ("train",)
