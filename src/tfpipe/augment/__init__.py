@@ -73,10 +73,11 @@ from tfpipe.augment.on_device import DeviceSpec, DeviceStage, OnDevice, apply_on
 
 # segmentation masks: the image's matrix, nearest, ignore fill (augment/masks.py)
 from tfpipe.augment import masks as _masks  # noqa: E402
-from tfpipe.augment.detection import mosaic_draws  # noqa: E402,F401
+from tfpipe.augment.detection import (MosaicTile, mixup_partners, mosaic_draws,  # noqa: E402,F401
+                                     mosaic_tiles)
 from tfpipe.augment.masks import *  # noqa: E402,F401,F403
 
-__all__ += [*_masks.__all__, "mosaic_draws"]
+__all__ += [*_masks.__all__, "MosaicTile", "mixup_partners", "mosaic_draws", "mosaic_tiles"]
 __all__ += [*_color.__all__, *_pixel.__all__, *_policies.__all__, *_batch.__all__,
             "DeviceSpec", "DeviceStage", "OnDevice", "apply_on_device"]
 

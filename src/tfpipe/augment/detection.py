@@ -9,6 +9,8 @@ gathers and masks; no per-sample Python loop) and drawn from ONE batch seed.
 
 from __future__ import annotations
 
+from typing import Any, NamedTuple
+
 import tensorflow as tf
 
 from tfpipe.augment.boxes import transform_boxes
@@ -170,6 +172,59 @@ def mosaic_draws(seed: tf.Tensor, b: tf.Tensor, h: tf.Tensor, w: tf.Tensor, p: f
     return partners, cx, cy, apply
 
 
+class MosaicTile(NamedTuple):
+    """What `mosaic` does to the objects of one tile (per sample of the batch):
+    `partners` [B] (whose objects), `offset` (tx, ty) [B] each (the tile's top-left
+    on the canvas, edge coordinates: X_out = scale * X_src + t), `matrix` [B, 3, 3]
+    (pixel centres), the objects' `boxes` [B, N, 4] through it, clipped, and `keep`
+    [B, N] (a real object whose box survives mosaic's filter)."""
+
+    partners: tf.Tensor
+    offset: tuple[tf.Tensor, tf.Tensor]
+    matrix: tf.Tensor
+    boxes: tf.Tensor
+    keep: tf.Tensor
+
+
+def mosaic_tiles(boxes: tf.Tensor, num_boxes: tf.Tensor, size: tuple[Any, Any],
+                 partners: list[tf.Tensor], cx: tf.Tensor, cy: tf.Tensor, scale: float,
+                 min_visibility: float, min_area: float) -> list[MosaicTile]:
+    """The 4 tiles of a mosaic with `mosaic_draws`' partners and centre, for the batch's
+    INPUT boxes and images of `size` (h, w): the one definition of the tiles' geometry
+    that the boxes, keypoints and instance masks all follow."""
+    h, w = size
+    b = tf.shape(partners[0])[0]
+    max_boxes = boxes.shape[1] if boxes.shape[1] is not None else tf.shape(boxes)[1]
+    sw, sh = scale * tf.cast(w, tf.float32), scale * tf.cast(h, tf.float32)
+    offsets = [(cx - sw, cy - sh), (cx, cy - sh), (cx - sw, cy), (cx, cy)]
+    valid = valid_mask(num_boxes, max_boxes)
+    tiles = []
+    for q in range(4):
+        idx = partners[q]
+        tx, ty = offsets[q]
+        # edge -> centre conversion: x_c = X - 0.5, so x_o = scale*(x + 0.5) + t - 0.5
+        m = compose(translate_matrix(tf.fill([b], 0.5), tf.fill([b], 0.5)),
+                    scale_matrix(tf.fill([b], scale)),
+                    translate_matrix(tx - 0.5, ty - 0.5))
+        tb, keep = transform_boxes(tf.gather(boxes, idx), m, (h, w), (h, w),
+                                   min_visibility, min_area)
+        tiles.append(MosaicTile(idx, (tx, ty), m, tb, keep & tf.gather(valid, idx)))
+    return tiles
+
+
+def mixup_partners(seed: tf.Tensor, num_boxes: tf.Tensor, max_boxes: Any, p: float
+                   ) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
+    """What `detection_mixup` draws for the objects: (perm [B]: each sample's partner,
+    apply [B], keep [B, 2N]: own real objects, then the partner's when applied) --
+    the rows every per-object target concatenates and compacts in the same order."""
+    b = tf.shape(num_boxes)[0]
+    seeds = split_seeds(seed, 3)
+    perm = _permutation(seeds[0], b)
+    apply = tf.random.stateless_uniform(tf.reshape(b, [1]), seeds[2], alg=ALG) < p
+    valid = valid_mask(num_boxes, max_boxes)
+    return perm, apply, tf.concat([valid, tf.gather(valid, perm) & apply[:, None]], 1)
+
+
 def mosaic(images: tf.Tensor, boxes: tf.Tensor, classes: tf.Tensor, num_boxes: tf.Tensor,
            seed: tf.Tensor, p: float = 1.0, scale: float = 0.5,
            center_range: tuple[float, float] = (0.25, 0.75), fill_value: float = 0.0,
@@ -219,23 +274,11 @@ def mosaic(images: tf.Tensor, boxes: tf.Tensor, classes: tf.Tensor, num_boxes: t
         out_images = (tf.saturate_cast(tf.round(out), images.dtype) if images.dtype.is_integer
                       else tf.cast(out, images.dtype))
     out_images = tf.ensure_shape(out_images, images.shape)
-    # boxes: each tile's matrix in edge coordinates, X_out = scale * X_src + t
-    sw, sh = scale * wf, scale * hf
-    offsets = [(cx - sw, cy - sh), (cx, cy - sh), (cx - sw, cy), (cx, cy)]
-    all_boxes, all_classes, all_keep = [], [], []
-    valid = valid_mask(num_boxes, max_boxes)
-    for q in range(4):
-        idx = partners[q]
-        tx, ty = offsets[q]
-        # edge -> centre conversion: x_c = X - 0.5, so x_o = scale*(x + 0.5) + t - 0.5
-        m = compose(translate_matrix(tf.fill([b], 0.5), tf.fill([b], 0.5)),
-                    scale_matrix(tf.fill([b], scale)),
-                    translate_matrix(tx - 0.5, ty - 0.5))
-        tb, keep = transform_boxes(tf.gather(boxes, idx), m, (h, w), (h, w),
-                                   min_visibility, min_area)
-        all_boxes.append(tb)
-        all_classes.append(tf.gather(classes, idx))
-        all_keep.append(keep & tf.gather(valid, idx))
+    tiles = mosaic_tiles(boxes, num_boxes, (h, w), partners, cx, cy, scale, min_visibility,
+                         min_area)
+    all_boxes = [t.boxes for t in tiles]
+    all_classes = [tf.gather(classes, t.partners) for t in tiles]
+    all_keep = [t.keep for t in tiles]
     new_boxes, new_classes, new_num = compact(tf.concat(all_boxes, 1), tf.concat(all_classes, 1),
                                               tf.concat(all_keep, 1), max_boxes)
     new_boxes = tf.ensure_shape(new_boxes, boxes.shape)
@@ -275,19 +318,14 @@ def detection_mixup(images: tf.Tensor, boxes: tf.Tensor, classes: tf.Tensor,
     classes = tf.convert_to_tensor(classes)
     b = tf.shape(images)[0]
     max_boxes = boxes.shape[1] if boxes.shape[1] is not None else tf.shape(boxes)[1]
-    seeds = split_seeds(seed, 3)
-    perm = _permutation(seeds[0], b)
-    lam = _sample_beta(seeds[1], alpha, b)
-    apply = tf.random.stateless_uniform(tf.reshape(b, [1]), seeds[2], alg=ALG) < p
-    lam = tf.where(apply, lam, 1.0)
+    perm, apply, cat_keep = mixup_partners(seed, num_boxes, max_boxes, p)
+    lam = tf.where(apply, _sample_beta(split_seeds(seed, 3)[1], alpha, b), 1.0)
     out_images = _blend(images, tf.gather(images, perm), lam)
-    valid = valid_mask(num_boxes, max_boxes)
-    partner_valid = tf.gather(valid, perm) & apply[:, None]
     cat_boxes = tf.concat([boxes, tf.gather(boxes, perm)], 1)
     cat_classes = tf.concat([classes, tf.gather(classes, perm)], 1)
-    cat_keep = tf.concat([valid, partner_valid], 1)
-    weights = tf.concat([tf.broadcast_to(lam[:, None], tf.shape(valid)),
-                         tf.broadcast_to(1.0 - lam[:, None], tf.shape(valid))], 1)
+    own = tf.shape(boxes)[:2]
+    weights = tf.concat([tf.broadcast_to(lam[:, None], own),
+                         tf.broadcast_to(1.0 - lam[:, None], own)], 1)
     out_boxes, out_classes, out_num, out_w = compact(cat_boxes, cat_classes, cat_keep,
                                                      max_boxes, weights)
     return (out_images, tf.ensure_shape(out_boxes, boxes.shape), out_classes, out_num, out_w)

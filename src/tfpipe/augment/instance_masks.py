@@ -32,10 +32,8 @@ from typing import Sequence
 
 import tensorflow as tf
 
-from tfpipe.augment.boxes import transform_boxes
-from tfpipe.augment.detection import _permutation, mosaic_draws, valid_mask
-from tfpipe.augment.geometry import Size, compose, scale_matrix, split_seeds, translate_matrix
-from tfpipe.seeds import ALG
+from tfpipe.augment.detection import mixup_partners, mosaic_draws, mosaic_tiles
+from tfpipe.augment.geometry import Size
 
 __all__ = ["TIE", "box_crop_coords", "crop_instance_masks", "sample_mask", "compact_masks",
            "mosaic_instance_masks", "mixup_instance_masks"]
@@ -152,25 +150,16 @@ def mosaic_instance_masks(masks: tf.Tensor, boxes: tf.Tensor, num_boxes: tf.Tens
     hf, wf = tf.cast(h, tf.float32), tf.cast(w, tf.float32)
     max_boxes = _max_boxes(boxes)
     partners, cx, cy, apply = mosaic_draws(seed, b, h, w, p, center_range)
-    sw_px, sh_px = scale * wf, scale * hf
-    offsets = [(cx - sw_px, cy - sh_px), (cx, cy - sh_px), (cx - sw_px, cy), (cx, cy)]
-    valid = valid_mask(num_boxes, max_boxes)
     objs, rows, cols, keeps = [], [], [], []
     fy = (tf.range(sh, dtype=tf.float64) + 0.5) / tf.cast(sh, tf.float64)
     fx = (tf.range(sw, dtype=tf.float64) + 0.5) / tf.cast(sw, tf.float64)
     s64 = tf.cast(tf.constant(scale, tf.float32), tf.float64)  # the tiles' float32 scale
-    for q in range(4):
-        idx = partners[q]
-        tx, ty = offsets[q]
-        # the tile's matrix exactly as `mosaic` builds it (same boxes, same keep)
-        m = compose(translate_matrix(tf.fill([b], 0.5), tf.fill([b], 0.5)),
-                    scale_matrix(tf.fill([b], scale)),
-                    translate_matrix(tx - 0.5, ty - 0.5))
-        old = tf.gather(boxes, idx)
-        new, keep = transform_boxes(old, m, (h, w), (h, w), min_visibility, min_area)
-        keeps.append(keep & tf.gather(valid, idx))
+    for tile in mosaic_tiles(boxes, num_boxes, (h, w), partners, cx, cy, scale,
+                             min_visibility, min_area):
+        idx, (tx, ty) = tile.partners, tile.offset
+        keeps.append(tile.keep)
         objs.append(tf.cast(idx, tf.int32)[:, None] * max_boxes + tf.range(max_boxes)[None, :])
-        o64, n64 = tf.cast(old, tf.float64), tf.cast(new, tf.float64)
+        o64, n64 = tf.cast(tf.gather(boxes, idx), tf.float64), tf.cast(tile.boxes, tf.float64)
         # edge coordinates: X_canvas = scale * X_old + t (pixels), normalized here
         t64 = [tf.cast(v, tf.float64)[:, None, None] for v in (ty, tx)]
         for a, (f, n_out, size, axis) in enumerate(((fy, sh, hf, rows), (fx, sw, wf, cols))):
@@ -201,12 +190,7 @@ def mixup_instance_masks(masks: tf.Tensor, num_boxes: tf.Tensor, seed: tf.Tensor
     alpha, p)`: own masks, then the partner's (when applied), compacted as the boxes
     (alpha does not matter to them)."""
     masks = tf.convert_to_tensor(masks)
-    b = tf.shape(masks)[0]
     max_boxes = masks.shape[1] if masks.shape[1] is not None else tf.shape(masks)[1]
-    seeds = split_seeds(seed, 3)
-    perm = _permutation(seeds[0], b)
-    apply = tf.random.stateless_uniform(tf.reshape(b, [1]), seeds[2], alg=ALG) < p
-    valid = valid_mask(num_boxes, max_boxes)
-    keep = tf.concat([valid, tf.gather(valid, perm) & apply[:, None]], 1)
+    perm, _, keep = mixup_partners(seed, num_boxes, max_boxes, p)
     out = compact_masks(tf.concat([masks, tf.gather(masks, perm)], 1), keep, max_boxes)
     return tf.ensure_shape(out, masks.shape)

@@ -22,10 +22,8 @@ from collections.abc import Sequence
 
 import tensorflow as tf
 
-from tfpipe.augment.boxes import Size, transform_boxes
-from tfpipe.augment.detection import _permutation, compact, mosaic_draws, valid_mask
-from tfpipe.augment.geometry import compose, scale_matrix, split_seeds, translate_matrix
-from tfpipe.seeds import ALG
+from tfpipe.augment.boxes import Size
+from tfpipe.augment.detection import compact, mixup_partners, mosaic_draws, mosaic_tiles
 
 __all__ = ["LEFT", "RIGHT", "keypoint_flip_permutation", "transform_keypoints",
            "pad_keypoints", "mosaic_keypoints", "mixup_keypoints"]
@@ -138,30 +136,20 @@ def mosaic_keypoints(keypoints: tf.Tensor, boxes: tf.Tensor, num_boxes: tf.Tenso
     max_boxes = kp.shape[1] if kp.shape[1] is not None else tf.shape(kp)[1]
     hf, wf = tf.cast(h, tf.float32), tf.cast(w, tf.float32)
     partners, cx, cy, apply = mosaic_draws(seed, b, h, w, p, center_range)
-    sw, sh = scale * wf, scale * hf
-    offsets = [(cx - sw, cy - sh), (cx, cy - sh), (cx - sw, cy), (cx, cy)]
     # each tile's cell in normalized output coordinates (edges: the centre lines)
     ncx, ncy = cx / wf, cy / hf
     zero, one = tf.zeros_like(ncx), tf.ones_like(ncx)
     cells = [(zero, ncx, zero, ncy), (ncx, one, zero, ncy), (zero, ncx, ncy, one),
              (ncx, one, ncy, one)]
-    valid = valid_mask(num_boxes, max_boxes)
     all_kp, all_keep = [], []
-    for q in range(4):
-        idx = partners[q]
-        tx, ty = offsets[q]
-        # mosaic's own tile matrix (augment/detection.py), in pixel-centre coordinates
-        m = compose(translate_matrix(tf.fill([b], 0.5), tf.fill([b], 0.5)),
-                    scale_matrix(tf.fill([b], scale)),
-                    translate_matrix(tx - 0.5, ty - 0.5))
-        _, keep = transform_boxes(tf.gather(boxes, idx), m, (h, w), (h, w),
-                                  min_visibility, min_area)
-        t = transform_keypoints(tf.gather(kp, idx), m, (h, w), (h, w))  # (never mirrors)
-        x0, x1, y0, y1 = (c[:, None, None] for c in cells[q])
+    for tile, cell in zip(mosaic_tiles(boxes, num_boxes, (h, w), partners, cx, cy, scale,
+                                       min_visibility, min_area), cells):
+        t = transform_keypoints(tf.gather(kp, tile.partners), tile.matrix, (h, w), (h, w))
+        x0, x1, y0, y1 = (c[:, None, None] for c in cell)
         ky, kx = t[..., 0], t[..., 1]
         in_cell = (kx >= x0) & (kx <= x1) & (ky >= y0) & (ky <= y1)
-        all_kp.append(tf.where(in_cell[..., None], t, 0.0))
-        all_keep.append(keep & tf.gather(valid, idx))
+        all_kp.append(tf.where(in_cell[..., None], t, 0.0))  # (a tile never mirrors)
+        all_keep.append(tile.keep)
     new = _compact(tf.concat(all_kp, 1), tf.concat(all_keep, 1), max_boxes)
     new = tf.ensure_shape(new, kp.shape)
     return tf.where(apply[:, None, None, None], new, kp)
@@ -172,12 +160,7 @@ def mixup_keypoints(keypoints: tf.Tensor, num_boxes: tf.Tensor, seed: tf.Tensor,
     """The keypoints of `tfpipe.augment.detection_mixup` with the same seed and p:
     own objects then the partner's (the same permutation), cut to N."""
     kp = tf.convert_to_tensor(keypoints, tf.float32)
-    b = tf.shape(kp)[0]
     max_boxes = kp.shape[1] if kp.shape[1] is not None else tf.shape(kp)[1]
-    seeds = split_seeds(seed, 3)
-    perm = _permutation(seeds[0], b)
-    apply = tf.random.stateless_uniform(tf.reshape(b, [1]), seeds[2], alg=ALG) < p
-    valid = valid_mask(num_boxes, max_boxes)
-    keep = tf.concat([valid, tf.gather(valid, perm) & apply[:, None]], 1)
+    perm, _, keep = mixup_partners(seed, num_boxes, max_boxes, p)
     out = _compact(tf.concat([kp, tf.gather(kp, perm)], 1), keep, max_boxes)
     return tf.ensure_shape(out, kp.shape)
