@@ -295,7 +295,11 @@ def test_custom_keys_give_the_batches_of_tfpipe_keys(foreign) -> None:
     ({"image": "img", "label": "name"},
      r"data\.keys\.label: key 'name' is string scalar in the records of .*, the label role "
      r"needs int64 scalar.*The records have: .*img \(string scalar\)"),
-    ({"image": "img", "label": "cls", "mask": "img"}, r"data\.keys\.mask: .* does not use"),
+    ({"image": "img", "label": "cls", "mask": "img"},
+     r"data\.keys\.mask: .* does not use the mask role \(data\.task 'segmentation' reads it"),
+    ({"image": "img", "label": "cls", "keypoints": "bb"},
+     r"data\.keys\.keypoints: .* does not use the keypoints role \(data\.keypoints reads "
+     r"tfpipe's own keys image/object/keypoint/"),
 ])
 def test_wrong_mapping_names_key_role_and_types(foreign, keys: dict, match: str) -> None:
     with pytest.raises(ConfigError, match=match):

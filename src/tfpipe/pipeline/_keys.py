@@ -102,9 +102,11 @@ def resolve(mapping: dict[str, Any] | None, derived: dict[str, Any] | None, sche
     not_yet = [r for r in NOT_YET if r not in needed]
     for role in not_yet:
         if role in given:
-            raise ConfigError(f"data.keys.{role}: data.task {task!r} does not use {role}s yet "
-                              "(they are carried once the segmentation / keypoint tasks "
-                              f"exist); drop data.keys.{role}")
+            why = ("data.task 'segmentation' reads it" if role == "mask" else
+                   "data.keypoints reads tfpipe's own keys image/object/keypoint/{y,x,"
+                   "visibility}; a mapping for them is not built yet")
+            raise ConfigError(f"data.keys.{role}: data.task {task!r} does not use the "
+                              f"{role} role ({why}); drop data.keys.{role}")
     merged = {r: v for r, v in (derived or {}).items() if r not in not_yet}
     if "boxes" in given:  # the conventions belong to the boxes they describe
         for c in _CONVENTIONS:
