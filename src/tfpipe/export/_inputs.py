@@ -11,6 +11,8 @@ own message (docs/serving.md "Bad input").
 
 from __future__ import annotations
 
+from typing import Any, Callable
+
 import tensorflow as tf
 
 JPEG_MAGIC = b"\xff\xd8\xff"
@@ -150,3 +152,18 @@ def check_finite(columns: dict[str, tf.Tensor], masks: dict[str, tf.Tensor]) -> 
             + " to mark a missing value)"])
         ops.append(tf.debugging.Assert(tf.size(rows) == 0, [message]))
     return ops
+
+
+def render_requests(pre: Any, image_bytes: tf.Tensor,
+                    render: Callable[[tf.Tensor], tuple[tf.Tensor, tf.Tensor]]
+                    ) -> tuple[tf.Tensor, tf.Tensor]:
+    """The checked request images rendered one by one by `render` (encoded ->
+    (uint8 [h, w, c] at `pre.image_size`, int32 [2] decoded size)) and finished
+    (`pre.finish`): (model input [N, h, w, c], sizes [N, 2]). Call it inside the
+    CPU device scope: the eval pipeline's kernels, the same bits."""
+    h, w = pre.image_size
+    with tf.control_dependencies([check_images(image_bytes)]):
+        image_bytes = tf.identity(image_bytes)
+    images, sizes = tf.map_fn(render, image_bytes, fn_output_signature=(
+        tf.TensorSpec([h, w, pre.channels], tf.uint8), tf.TensorSpec([2], tf.int32)))
+    return pre.finish(images), sizes

@@ -103,15 +103,11 @@ class SegmentServingModule(tf.Module):
         # on the CPU, as the classification signature (ServingModule._model_input):
         # the eval pipeline's kernels, the same bits
         pre = self._pre
-        h, w = pre.image_size
         with tf.device("/device:CPU:0"):
-            with tf.control_dependencies([_inputs.check_images(image_bytes)]):
-                image_bytes = tf.identity(image_bytes)
-            images, sizes = tf.map_fn(pre.letterbox, image_bytes, fn_output_signature=(
-                tf.TensorSpec([h, w, pre.channels], tf.uint8), tf.TensorSpec([2], tf.int32)))
+            image, sizes = _inputs.render_requests(pre, image_bytes, pre.letterbox)
             windows = tf.map_fn(pre.window, sizes,
                                 fn_output_signature=tf.TensorSpec([4], tf.int32))
-            image = tf.ensure_shape(pre.finish(images), self._image_spec.shape)
+            image = tf.ensure_shape(image, self._image_spec.shape)
         return {INPUT_IMAGE: image, "image_size": sizes, "window": windows}
 
     def _preprocess(self, image_bytes: tf.Tensor) -> dict[str, tf.Tensor]:
