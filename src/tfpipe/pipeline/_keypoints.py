@@ -81,14 +81,6 @@ def _resolve(path: str | None, cfg_json: str, stamp: float) -> KeypointSpec:
     manifest = _manifest(path)
     source = manifest.source.get("keypoints") if manifest is not None else None
     source = source if isinstance(source, dict) else {}
-    if manifest is not None:
-        missing = [k for k in KEYS if k not in manifest.schema]
-        if missing:
-            have = ", ".join(sorted(manifest.schema))
-            raise ConfigError(
-                f"data.keypoints: the records of {path} have no {', '.join(missing)} "
-                f"(keypoints need {', '.join(KEYS)}; convert with keypoints, or drop "
-                f"data.keypoints). The records have: {have}")
     names = cfg.get("names") or source.get("names")
     if not names:
         where = ("its manifest has no source['keypoints']['names']" if manifest is not None

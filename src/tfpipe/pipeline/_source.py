@@ -68,7 +68,8 @@ def open_records(path: str | None, split: str, task: str,
         if key not in src.schema:
             have = ", ".join(k for k in sorted(src.schema) if not k.startswith("tfpipe/"))
             raise ConfigError(f"{asked_by}: the records under {path!r} (split {split!r}) have "
-                              f"no {key!r}; they have: {have} (convert COCO with --masks)")
+                              f"no {key!r}. The records have: {have}. `tfpipe convert` "
+                              "writes it from COCO (docs/coco-objects.md)")
     files = list(src.files)
     if not files:
         raise ManifestError(f"no {split!r} shards under {path!r}")

@@ -20,7 +20,8 @@ import tensorflow as tf
 
 from tfpipe.config import TASK_RULES, TaskRules
 from tfpipe.errors import ConfigError
-from tfpipe.pipeline._keys import BOX_KEYS, IMAGE_KEY, INSTANCE_MASK_KEY, MASK_KEY
+from tfpipe.pipeline._keys import (BOX_KEYS, IMAGE_KEY, INSTANCE_MASK_KEY, KEYPOINT_KEYS,
+                                   KEYPOINT_VISIBILITY_KEY, MASK_KEY)
 
 Element = dict[str, tf.Tensor]
 
@@ -100,8 +101,12 @@ def _no_needs(s: Any) -> dict[str, str]:
 
 
 def _detection_needs(s: Any) -> dict[str, str]:
-    return {INSTANCE_MASK_KEY: "data.instance_masks"} if getattr(s, "instance_masks", None) \
-        else {}
+    needs = {}
+    if getattr(s, "instance_masks", None):
+        needs[INSTANCE_MASK_KEY] = "data.instance_masks"
+    if getattr(s, "keypoints", None) is not None:
+        needs.update(dict.fromkeys((*KEYPOINT_KEYS, KEYPOINT_VISIBILITY_KEY), "data.keypoints"))
+    return needs
 
 
 def _image_mask(e: Element) -> tuple[tf.Tensor, tf.Tensor]:
