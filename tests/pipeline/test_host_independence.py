@@ -3,8 +3,8 @@
 Each environment below runs, in its own process, the pipelines of the imagenet
 (train at 224x224, where the fused colour chain and the native kernels run; a
 mixup/cutmix + hue/gamma variant; uint8 output; eval), cifar, remote-sensing
-(elastic warp) and detection presets on one small
-generated dataset, and prints the sha256 of the first two batches (every key:
+(elastic warp), detection and segmentation presets on small
+generated datasets, and prints the sha256 of the first two batches (every key:
 dtype, shape, bytes). What a narrower host would run is emulated through the
 knobs that pick code per host at run time:
 
@@ -17,7 +17,9 @@ knobs that pick code per host at run time:
 - tfpipe's own dispatch (the native resize has an AVX2 and a baseline version):
   the native kernels' baseline loops (`tfpipe.native.baseline_isa()`);
 - the intra-op thread pool size (hosts differ in core count);
-- tfpipe's native kernels on/off (`TFPIPE_NATIVE=0`: the pure-TF twins).
+- tfpipe's native kernels on/off (`TFPIPE_NATIVE=0`: the pure-TF twins);
+- TF's graph optimizer (grappler) off, as the suite's own test processes run
+  (tests/conftest.py): it must not change a byte either.
 
 The hashes must be equal across all environments. Before the fix (XLA-compiled
 colour chain and normalize) the SSE4_2 and AVX2 environments hashed differently
@@ -41,6 +43,8 @@ from .conftest import CLASSES, _example, make_images, write_shards
 CHILD = textwrap.dedent(r'''
     import hashlib, json, os, sys
     import tensorflow as tf
+    if os.environ.get("TFPIPE_TEST_NO_GRAPPLER") == "1":  # as tests/conftest.py runs tests
+        tf.config.optimizer.set_experimental_options({"disable_meta_optimizer": True})
     threads = int(os.environ.get("TFPIPE_TEST_THREADS", "0"))
     if threads:
         tf.config.threading.set_intra_op_parallelism_threads(threads)
@@ -48,7 +52,7 @@ CHILD = textwrap.dedent(r'''
     import tfpipe
     from tfpipe import native
 
-    cls, det = sys.argv[1], sys.argv[2]
+    cls, det, seg = sys.argv[1], sys.argv[2], sys.argv[3]
 
     def digest(ds, n=2):
         h = hashlib.sha256()
@@ -83,6 +87,8 @@ CHILD = textwrap.dedent(r'''
                                              "data.image_size": [160, 160],
                                              "data.max_boxes": 8,
                                              "pipeline.batch_size": 4}),
+        "segmentation": ("segmentation", "train", {"data.path": seg, "data.image_size": [48, 96],
+                                                   "pipeline.batch_size": 4}),
     }
     out = {"_native": native.available()}
     # the native kernels' baseline loops (their `isa` attr), as a pre-AVX host runs
@@ -110,12 +116,16 @@ ENVS: dict[str, dict[str, str]] = {
                                                 "-AVX512BW,-AVX512VL",
                               "TFPIPE_TEST_THREADS": "3"},
     "native off, oneDNN on": {"TFPIPE_NATIVE": "0", "TF_ENABLE_ONEDNN_OPTS": "1"},
+    # not a host: how the suite's own processes run (tests/conftest.py)
+    "TF graph optimizer off": {"TFPIPE_TEST_NO_GRAPPLER": "1"},
 }
 
 
 @pytest.fixture(scope="module")
-def datasets(tmp_path_factory) -> tuple[str, str]:
-    """(classification glob, detection glob): real photo crops, JPEG and PNG."""
+def datasets(tmp_path_factory) -> tuple[str, str, str]:
+    """(classification glob, detection glob, segmentation dataset): real photo crops,
+    JPEG and PNG; the segmentation masks are the photos' grey levels in 4 classes
+    (and ignore), converted by `tfpipe convert --masks`."""
     root = Path(tmp_path_factory.mktemp("hosts"))
     images = make_images(24, seed=5)
     write_shards(root / "cls", "train",
@@ -129,13 +139,27 @@ def datasets(tmp_path_factory) -> tuple[str, str]:
         boxes = np.stack([y0, x0, y0 + rng.uniform(0.1, 0.5, n), x0 + rng.uniform(0.1, 0.5, n)], 1)
         recs.append(_example(enc, fmt, 0, boxes, [1 + (i + k) % 3 for k in range(n)]))
     write_shards(root / "det", "train", recs, 2, eval_links=True)
-    return str(root / "cls" / "*.tfrecord"), str(root / "det" / "*.tfrecord")
+    from tfpipe import sample_data
+    from tfpipe.convert import convert
+
+    for sub in ("images", "masks"):
+        (root / "seg" / sub).mkdir(parents=True)
+    for i, (_, _, img) in enumerate(x for x in images if x[2].ndim == 3):
+        mask = (img.mean(axis=2) // 64).astype(np.uint8)
+        mask[:2] = 255
+        (root / "seg" / "images" / f"{i:02d}.png").write_bytes(sample_data.encode(img, "png"))
+        (root / "seg" / "masks" / f"{i:02d}.png").write_bytes(sample_data.encode(mask, "png"))
+    convert(root / "seg" / "images", root / "seg" / "out", masks=root / "seg" / "masks",
+            workers=1)
+    return (str(root / "cls" / "*.tfrecord"), str(root / "det" / "*.tfrecord"),
+            str(root / "seg" / "out"))
 
 
-def run_env(script: Path, data: tuple[str, str], extra: dict[str, str]) -> dict:
+def run_env(script: Path, data: tuple[str, str, str], extra: dict[str, str]) -> dict:
     env = dict(os.environ)
     for key in ("XLA_FLAGS", "ONEDNN_MAX_CPU_ISA", "TF_ENABLE_ONEDNN_OPTS", "GLIBC_TUNABLES",
-                "JSIMD_FORCESSE2", "TFPIPE_NATIVE", "TFPIPE_TEST_ISA", "TFPIPE_TEST_THREADS"):
+                "JSIMD_FORCESSE2", "TFPIPE_NATIVE", "TFPIPE_TEST_ISA", "TFPIPE_TEST_THREADS",
+                "TFPIPE_TEST_NO_GRAPPLER"):
         env.pop(key, None)  # the parent's settings must not leak into "default"
     env.update(extra)
     env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")

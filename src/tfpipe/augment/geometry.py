@@ -192,8 +192,20 @@ def compose(*matrices: tf.Tensor) -> tf.Tensor:
         return identity_matrix()
     out = tf.convert_to_tensor(matrices[0], tf.float32)
     for m in matrices[1:]:
-        out = tf.linalg.matmul(tf.convert_to_tensor(m, tf.float32), out)
+        out = _matmul3(tf.convert_to_tensor(m, tf.float32), out)
     return out
+
+
+def _matmul3(a: tf.Tensor, b: tf.Tensor) -> tf.Tensor:
+    """`a @ b` for [..., 3, 3] matrices (batch dims broadcast), as elementwise
+    products summed in a fixed order: (a_i0 b_0j + a_i1 b_1j) + a_i2 b_2j.
+
+    Not `tf.linalg.matmul`: on CPU that is a oneDNN kernel chosen per host ISA
+    (AVX-512 vs AVX2 blocking and FMA), so a rotated or scaled matrix, and every
+    pixel warped through it, differed in the last bits between hosts
+    (tests/pipeline/test_host_independence.py, segmentation)."""
+    p = a[..., :, :, None] * b[..., None, :, :]  # [..., i, k, j]
+    return (p[..., :, 0, :] + p[..., :, 1, :]) + p[..., :, 2, :]
 
 
 # ----------------------------------------------------------------------------- kernel
@@ -266,10 +278,12 @@ def _remap_affine(image: tf.Tensor, matrix: tf.Tensor, out_hw: tf.Tensor, interp
         inv = inv[None]
     ys, xs = tf.meshgrid(tf.range(out_hw[0], dtype=tf.float32),
                          tf.range(out_hw[1], dtype=tf.float32), indexing="ij")
-    pts = tf.stack([xs, ys, tf.ones_like(xs)], axis=-1)          # [h, w, 3]
-    src = tf.einsum("bij,hwj->bhwi", inv, pts)
-    map_x = src[..., 0] / src[..., 2]
-    map_y = src[..., 1] / src[..., 2]
+    # inv @ (x, y, 1) per pixel as elementwise ops, not an einsum (a oneDNN
+    # contraction whose rounding depends on the host ISA: see _matmul3)
+    src = [(inv[:, i, 0, None, None] * xs + inv[:, i, 1, None, None] * ys)
+           + inv[:, i, 2, None, None] for i in range(3)]               # 3 x [B, h, w]
+    map_x = src[0] / src[2]
+    map_y = src[1] / src[2]
     batch = tf.shape(image)[0]
     map_x = tf.broadcast_to(map_x, tf.stack([batch, out_hw[0], out_hw[1]]))
     map_y = tf.broadcast_to(map_y, tf.stack([batch, out_hw[0], out_hw[1]]))
