@@ -57,9 +57,10 @@ def _declare(ds: tf.data.Dataset, n: int | None, s: Settings | None = None
         return ds.apply(tf.data.experimental.assert_cardinality(n))
     spec = ds.element_spec
     never = tf.data.Dataset.from_tensors(_zeros(spec)).filter(
-        lambda *_: tf.constant(False)).repeat()  # cardinality: infinite
+        tf.autograph.experimental.do_not_convert(lambda *_: tf.constant(False))
+    ).repeat()  # cardinality: infinite
     return tf.data.Dataset.zip((ds.concatenate(never), tf.data.Dataset.range(n))).map(
-        lambda batch, _: batch)
+        tf.autograph.experimental.do_not_convert(lambda batch, _: batch))
 
 
 def _zeros(spec: Any) -> Any:

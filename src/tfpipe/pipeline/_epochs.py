@@ -97,7 +97,8 @@ def epochs_from(first: int, per_epoch: Any, counter: EpochCounter | None = None
             raise
 
     try:
-        ds = start.map(counter.next_epoch).flat_map(epoch_pipeline)
+        ds = start.map(tf.autograph.experimental.do_not_convert(counter.next_epoch)
+                       ).flat_map(epoch_pipeline)
     except Exception:
         # flat_map traces the function and wraps what it raises (StagingError):
         # the user gets our error, naming the key, not a trace through autograph
