@@ -62,6 +62,25 @@ DURATIONS = Path(__file__).with_name("durations.json")
 def pytest_configure(config: pytest.Config) -> None:
     # pytest-xdist registers this mark; declared here too for `-p no:xdist` runs
     config.addinivalue_line("markers", "xdist_group(name): run on one xdist worker")
+    if hasattr(config, "workerinput") or not config.getoption("numprocesses", default=None):
+        _graph_optimizer_off()  # in the processes that run tests (not xdist's controller)
+
+
+def _graph_optimizer_off() -> None:
+    """TF's graph optimizer (grappler) off in this test process.
+
+    Grappler optimizes every multi-device tf.data function each time it is
+    instantiated: at every build and again for each epoch's datasets. In this
+    suite, which builds thousands of short pipelines, that was ~35% of the CPU
+    (tests/bench/test_check.py + tests/pipeline/test_cardinality.py: 243 -> 154
+    CPU-s). tfpipe's bytes do not depend on it: tests/pipeline/
+    test_host_independence.py runs the presets' pipelines in fresh processes with
+    it on (TF's default) and off and requires the same bytes, and every child
+    process a test starts (fresh-process, resume, serving, training tests) keeps
+    TF's default. Set before the first op: the eager context reads it once."""
+    import tensorflow as tf
+
+    tf.config.optimizer.set_experimental_options({"disable_meta_optimizer": True})
 
 
 def _unit(item: pytest.Item) -> str:
