@@ -75,7 +75,10 @@ class Tabular:
         if not self.files:
             raise InputError(f"no {split!r} shards under {s.data_path!r}")
         self.compression = src.tf_compression or None
-        schema = src.schema
+        from tfpipe.records.packed import is_packed, row_schema
+
+        self.packed = is_packed(src.schema)  # records of blocks of rows (_tabular_pack)
+        schema = row_schema(src.schema)
         self.label = s.features.label
         if self.label not in schema:
             raise ConfigError(f"features.label: {self.label!r} is not a column of "
@@ -251,6 +254,16 @@ class Tabular:
         return _batches(self.s, self.split, src, self.my_files, self.worker)
 
 
+def make_tabular(s: Settings, split: str, worker: tuple[int, int]) -> Tabular:
+    """`Tabular`, or `PackedTabular` when the manifest's schema is the packed layout's."""
+    t = Tabular(s, split, worker)
+    if not t.packed:
+        return t
+    from tfpipe.pipeline._tabular_pack import PackedTabular
+
+    return PackedTabular(s, split, worker, t.transforms)
+
+
 def float64_bits_as_float32(x: Any) -> Any:
     """A parsed float64_bits column (dense or sparse int64) as the float32 the transforms
     take: bitcast to the exact float64, then rounded once."""
@@ -290,7 +303,7 @@ def build(s: Settings, split: str, epoch: int, worker: tuple[int, int], step: in
     from tfpipe.pipeline._epochs import epochs_from
     from tfpipe.pipeline._errors import new_iteration
 
-    t = Tabular(s, split, worker)
+    t = make_tabular(s, split, worker)
     records = t.records()
     n = None if step else t.batches()
     if split not in TRAIN_SPLITS:
