@@ -196,3 +196,20 @@ def test_a_damaged_block_is_skipped_counted_and_named(tables, tmp_path):
     with pytest.raises(tf.errors.InvalidArgumentError, match=f"bad record 2 in shard {files[0]}"):
         for _ in build_pipeline(c, "val"):
             pass
+
+
+def test_verify_deep_and_inspect_read_the_packed_layout(tables, tmp_path):
+    from tfpipe.records import summarize, verify
+
+    _, _, packed, _ = tables
+    assert verify(packed, deep=True).ok
+    assert summarize(packed, num_records=1)["schema"]["tfpipe/rows"]
+    edited = str(tmp_path / "edited")
+    shutil.copytree(packed, edited)
+    man = json.loads(Path(edited, "manifest.json").read_text())
+    name = man["splits"]["val"]["shards"][0]["path"]
+    man["settings"]["shard_stats"][name]["rows"] += 1
+    Path(edited, "manifest.json").write_text(json.dumps(man))
+    report = verify(edited, deep=True)
+    assert [f.kind for f in report.findings] == ["count-mismatch"]
+    assert "settings.shard_stats says" in report.findings[0].message
