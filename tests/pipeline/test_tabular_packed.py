@@ -213,3 +213,13 @@ def test_verify_deep_and_inspect_read_the_packed_layout(tables, tmp_path):
     report = verify(edited, deep=True)
     assert [f.kind for f in report.findings] == ["count-mismatch"]
     assert "settings.shard_stats says" in report.findings[0].message
+
+
+def test_serving_warmup_rows_are_the_row_layouts(tables):
+    from tfpipe.pipeline import raw_rows
+
+    _, rows, packed, _ = tables
+    want, got = raw_rows(cfg(rows), 40), raw_rows(cfg(packed), 40)
+    assert sorted(got) == sorted(want)
+    for k in want:
+        np.testing.assert_array_equal(got[k], want[k])

@@ -366,11 +366,18 @@ def raw_rows(config: Any, n: int, split: str = "train") -> dict[str, Any]:
     from tfpipe.features import MISSING_SUFFIX
     from tfpipe.pipeline._settings import settings
 
-    t = Tabular(settings(config), split, (0, 1))
+    t = make_tabular(settings(config), split, (0, 1))
     spec = {k: v for k, v in t.spec.items() if k in t.transforms.raw_spec}
-    serialized = next(iter(tf.data.TFRecordDataset(t.files, t.compression or "").batch(n)))
+    if t.packed:  # the rows of the first blocks (blocks of at least one row each)
+        blocks = next(iter(tf.data.TFRecordDataset(t.files, t.compression or "").batch(n)))
+        raw = t.raw_group(blocks, None)  # type: ignore[attr-defined]
+        parsed = {c: (tf.sparse.slice(v, [0, 0], [n, 1]) if isinstance(v, tf.SparseTensor)
+                      else v[:n]) for c, v in raw.items() if c in spec}
+    else:
+        serialized = next(iter(tf.data.TFRecordDataset(t.files, t.compression or "").batch(n)))
+        parsed = tf.io.parse_example(serialized, spec)
     out: dict[str, Any] = {}
-    for c, v in tf.io.parse_example(serialized, spec).items():
+    for c, v in parsed.items():
         if c in t.float64_bits:  # served as the float32 the transforms take
             v = float64_bits_as_float32(v)
         if isinstance(v, tf.SparseTensor):
