@@ -181,6 +181,8 @@ def main() -> None:
     ap.add_argument("--steps", action="store_true", help="add the per-step variants")
     ap.add_argument("--packed", type=int, default=1024, metavar="N",
                     help="rows per record of the packed variants (0: leave them out)")
+    ap.add_argument("--skip", default="", metavar="NAME,...",
+                    help="variants to leave out (e.g. 'per-record,pandas' for a large table)")
     args = ap.parse_args()
 
     import pandas as pd
@@ -268,6 +270,8 @@ def main() -> None:
             t.my_files, t.compression, s.interleave_cycle, skip_framing=True, parallel=1
         ).batch(per).map(lambda r: ({}, r)).prefetch(tf.data.AUTOTUNE)
         fixed_rows["reader only (packed)"] = sum(t.shard_rows[f] for f in t.my_files)
+    for name in filter(None, args.skip.split(",")):
+        variants.pop(name.strip(), None)
     for ds in variants.values():
         epoch_seconds(ds)  # warm-up: traces, opens files, fills caches
     rates: dict[str, list[float]] = {k: [] for k in variants}
