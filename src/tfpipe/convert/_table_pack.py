@@ -107,27 +107,16 @@ def blocks_of(batches: Iterator[Any], n: int) -> Iterator[Any]:
         yield from pa.Table.from_batches(held).combine_chunks().to_batches()
 
 
-def packed_frames(source: Any, shard: Any, schema: Schema) -> Iterator[tuple[Any, int]]:
-    """(frames, record count) of `shard`'s rows packed `source.rows_per_record` to a
-    record: the `encoded_frames` of the packed layout."""
-    from tfpipe.convert.table import BATCH_ROWS, TableRows, _payload_batch
+def packed_frames(row_batches: Iterator[Any], n: int,
+                  schema: Schema) -> Iterator[tuple[Any, int]]:
+    """(frames, record count) of a shard's normalized row batches (plan order)
+    packed `n` rows to a record: the `encoded_frames` of the packed layout."""
     from tfpipe.records import ColumnarEncoder
     from tfpipe.records.packed import row_schema
 
-    n = source.rows_per_record
     rows = row_schema(schema)
     encoder = ColumnarEncoder(schema)
-
-    def row_batches() -> Iterator[Any]:
-        items = shard.items
-        if isinstance(items, TableRows):
-            for batch, _, _ in items.plan_batches():
-                yield batch
-            return
-        for start in range(0, len(items), BATCH_ROWS):  # Items with payloads (Beam)
-            yield _payload_batch(items[start:start + BATCH_ROWS], source.plan)
-
-    for batch in blocks_of(row_batches(), n):
+    for batch in blocks_of(row_batches, n):
         packed = pack_batch(batch, n, rows)
         yield from ((buf, packed.num_rows if i == 0 else 0)
                     for i, buf in enumerate(encoder.frames(packed)))

@@ -1176,7 +1176,7 @@ class TableSource(Source):
         if self.rows_per_record > 1:
             from tfpipe.convert._table_pack import packed_frames
 
-            return packed_frames(self, shard, schema)
+            return packed_frames(self._row_batches(shard), self.rows_per_record, schema)
         from tfpipe.records import ColumnarEncoder
 
         encoder = ColumnarEncoder(schema)
@@ -1214,6 +1214,16 @@ class TableSource(Source):
                     yield from ((buf, len(part) if k == 0 else 0) for k, buf in enumerate(bufs))
 
         return frames()
+
+    def _row_batches(self, shard: ShardPlan) -> Iterator[Any]:
+        """`shard`'s rows as normalized batches, in plan order."""
+        items = shard.items
+        if isinstance(items, TableRows):
+            for batch, _, _ in items.plan_batches():
+                yield batch
+            return
+        for start in range(0, len(items), BATCH_ROWS):  # Items with payloads (Beam)
+            yield _payload_batch(items[start:start + BATCH_ROWS], self.plan)
 
     def shard_stats(self, shard: ShardPlan) -> dict[str, int]:
         """Counts the manifest records per shard (`settings.shard_stats`): the rows of a
