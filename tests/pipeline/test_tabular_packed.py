@@ -223,3 +223,26 @@ def test_serving_warmup_rows_are_the_row_layouts(tables):
     assert sorted(got) == sorted(want)
     for k in want:
         np.testing.assert_array_equal(got[k], want[k])
+
+
+def test_cli_flag_and_what_the_layout_refuses(tables, tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    from click.testing import CliRunner
+
+    from tfpipe.cli.main import cli
+    from tfpipe.convert import convert
+    from tfpipe.errors import ConfigError, InputError
+
+    table = tables[0]
+    r = CliRunner().invoke(cli, ["convert", table, str(tmp_path / "a"), "--workers", "1",
+                                 "--rows-per-record", "100", "--json"])
+    assert r.exit_code == 0, r.output
+    m = Manifest.load(tmp_path / "a")
+    assert m.source["rows_per_record"] == 100 and m.splits["train"].num_records == 30
+    lists = tmp_path / "lists.parquet"
+    pq.write_table(pa.table({"x": [1, 2], "tags": [[1], [2, 3]]}), lists)
+    with pytest.raises(InputError, match="column.s. tags hold lists"):
+        convert(str(lists), str(tmp_path / "b"), workers=1, rows_per_record=8)
+    with pytest.raises(ConfigError, match="rows_per_record must be an int >= 1"):
+        convert(table, str(tmp_path / "c"), workers=1, rows_per_record=0)
