@@ -246,3 +246,25 @@ def test_cli_flag_and_what_the_layout_refuses(tables, tmp_path):
         convert(str(lists), str(tmp_path / "b"), workers=1, rows_per_record=8)
     with pytest.raises(ConfigError, match="rows_per_record must be an int >= 1"):
         convert(table, str(tmp_path / "c"), workers=1, rows_per_record=0)
+
+
+def test_two_workers_split_the_shards_by_rows(tables):
+    from tfpipe.pipeline._tabular_pack import PackedTabular
+    from tfpipe.pipeline._settings import settings
+
+    _, _, packed, _ = tables
+    c = load_config({"data": {"path": packed}, "pipeline": {"batch_size": 256},
+                     "features": {"label": "label", "columns": {
+                         "position": {"transform": "passthrough"}}}})
+    t = PackedTabular(settings(c), "val", (0, 1))
+    raw = t.raw_group(tf.constant([r.numpy() for r in tf.data.TFRecordDataset(t.files)]), None)
+    want = sorted(zip(raw["label"].numpy().tolist(), raw["position"].numpy().tolist()))
+    got, parts = [], []
+    for w in range(2):
+        ds = build_pipeline(c, "val", worker=(w, 2))
+        rows = [(y, p) for b in arrays(ds) for y, p in zip(b["label"].tolist(),
+                                                            b["position"].tolist())]
+        assert int(ds.cardinality()) == -(-len(rows) // 256)  # from the manifest's rows
+        parts.append(len(rows))
+        got += rows
+    assert sorted(got) == want and min(parts) > 0
