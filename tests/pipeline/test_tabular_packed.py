@@ -52,7 +52,7 @@ def small_groups(monkeypatch):
     """Groups of 256 rows (16 blocks), so a pass holds many and a step falls inside one."""
     from tfpipe.pipeline import _tabular_pack
 
-    monkeypatch.setattr(_tabular_pack, "PARSE_ROWS", 256)
+    monkeypatch.setattr(_tabular_pack, "GROUP_ROWS", 256)
 
 
 def cfg(path, stats_from=None, **pipe):
