@@ -34,11 +34,10 @@ from tfpipe.records.packed import MISSING_PREFIX, ROWS_KEY, missing_key, shard_r
 
 # "rows": the domain tag of the in-group row permutation (docs/seeds.md)
 ROWS_TAG = 0x726F7773
-# Rows parsed (and permuted) together: 4x the row layout's PARSE_ROWS. A group's
-# fixed cost (its guard datasets, its share of the interleave, report and rebatch)
-# measured ~15% of a 1 M-row pass's CPU at 8192 rows a group; the rows still move
-# within a window of 32 blocks of 1024 (docs/tabular.md, "Packed layout")
-GROUP_ROWS = 32768
+# Rows parsed (and permuted) together, as the row layout's PARSE_ROWS. 32768 was
+# measured too: less CPU a pass, but fewer rows/s (3.2x the Keras peer at 1 M rows
+# against 5.2x, docs/performance.md "Tables"): coarser work for the two cores
+GROUP_ROWS = 8192
 
 
 def group_blocks(rows_per_record: int, batch_size: int) -> int:
