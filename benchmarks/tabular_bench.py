@@ -19,7 +19,12 @@ the same 10 transforms (COLUMNS):
 - `per-record`: the same shards, `parse_single_example` + transforms per record,
   then batch;
 - `parse only`: the tfpipe pipeline with `parse_example` and no transforms;
-- `reader only`: `read_serialized` alone, batched (the reader's ceiling).
+- `reader only`: `read_serialized` alone, batched (the reader's ceiling);
+- `tfpipe packed`: `build_pipeline` over the same table converted with
+  `--rows-per-record N` (--packed, default 1024; docs/tabular.md "Packed layout"):
+  blocks shuffled, one parse per group of blocks, rows permuted in the group;
+- `reader only (packed)`: `read_serialized` of the packed shards alone (rows/s
+  counted as the rows the blocks hold).
 
 `--steps` adds what each step of the tabular path costs or buys, in the same run:
 
@@ -30,7 +35,8 @@ the same 10 transforms (COLUMNS):
 Each round times one full epoch of each variant (built once, one warm-up epoch
 first); ratios are per round against `tfpipe`, so machine load moves all of them.
 The last lines are the issue's targets: tfpipe / keras peer (>= 3x) and
-tfpipe / reader only (>= 0.5x), medians of the per-round ratios.
+tfpipe / reader only (>= 0.5x), medians of the per-round ratios, for the row
+layout and for the packed layout (against each layout's reader).
 """
 
 from __future__ import annotations
@@ -173,6 +179,10 @@ def main() -> None:
     ap.add_argument("--batch", type=int, default=512)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--steps", action="store_true", help="add the per-step variants")
+    ap.add_argument("--packed", type=int, default=1024, metavar="N",
+                    help="rows per record of the packed variants (0: leave them out)")
+    ap.add_argument("--skip", default="", metavar="NAME,...",
+                    help="variants to leave out (e.g. 'per-record,pandas' for a large table)")
     args = ap.parse_args()
 
     import pandas as pd
@@ -187,10 +197,14 @@ def main() -> None:
     table = make_ctr_table(os.path.join(tmp, "ctr.parquet"), args.rows, seed=0)
     data = os.path.join(tmp, "ctr")
     convert(str(table), data, progress=False, stats=True)
-    cfg = load_config({"data": {"path": data},
-                       "pipeline": {"batch_size": args.batch, "shuffle_buffer": 10_000,
-                                    "drop_remainder": False},
-                       "features": {"label": "label", "columns": COLUMNS}})
+
+    def config(path: str) -> object:
+        return load_config({"data": {"path": path},
+                            "pipeline": {"batch_size": args.batch, "shuffle_buffer": 10_000,
+                                         "drop_remainder": False},
+                            "features": {"label": "label", "columns": COLUMNS}})
+
+    cfg = config(data)
     transforms = tabular_transforms(cfg)
     tfpipe_ds = build_pipeline(cfg)
 
@@ -240,13 +254,31 @@ def main() -> None:
     variants = {"tfpipe": tfpipe_ds, "keras peer": peer_ds, "pandas": pandas_ds,
                 "per-record": per_record}
     variants.update(step_variants(cfg, args.batch, args.steps))
+    fixed_rows: dict[str, int] = {}  # variants whose elements are blocks, not rows
+    if args.packed > 1:
+        from tfpipe.pipeline._settings import settings
+        from tfpipe.pipeline._source import read_serialized
+        from tfpipe.pipeline._tabular_pack import PackedTabular
+
+        packed = os.path.join(tmp, "ctr-packed")
+        convert(str(table), packed, progress=False, stats=True, rows_per_record=args.packed)
+        variants["tfpipe packed"] = build_pipeline(config(packed))
+        s = settings(config(packed))
+        t = PackedTabular(s, "train", (0, 1))
+        per = max(1, args.batch // args.packed)
+        variants["reader only (packed)"] = read_serialized(
+            t.my_files, t.compression, s.interleave_cycle, skip_framing=True, parallel=1
+        ).batch(per).map(lambda r: ({}, r)).prefetch(tf.data.AUTOTUNE)
+        fixed_rows["reader only (packed)"] = sum(t.shard_rows[f] for f in t.my_files)
+    for name in filter(None, args.skip.split(",")):
+        variants.pop(name.strip(), None)
     for ds in variants.values():
         epoch_seconds(ds)  # warm-up: traces, opens files, fills caches
     rates: dict[str, list[float]] = {k: [] for k in variants}
     for _ in range(args.rounds):
         for name, ds in variants.items():
             sec, rows = epoch_seconds(ds)
-            rates[name].append(rows / sec)
+            rates[name].append(fixed_rows.get(name, rows) / sec)
     print(f"rows {args.rows}, batch {args.batch}, rounds {args.rounds}, "
           f"cpus {os.cpu_count()}, pandas read {pandas_read:.2f} s, keras adapt {adapt:.2f} s "
           "(once each)")
@@ -256,10 +288,16 @@ def main() -> None:
         ratios = [a / b for a, b in zip(r, rates["tfpipe"])]
         print(f"| {name} | {statistics.median(r):,.0f} | {statistics.median(ratios):.2f} "
               f"({min(ratios):.2f}-{max(ratios):.2f}) |")
-    for peer, target in (("keras peer", 3.0), ("reader only", 0.5), ("parse only", None)):
-        ratios = [a / b for a, b in zip(rates["tfpipe"], rates[peer])]
+    lines = [("tfpipe", "keras peer", 3.0), ("tfpipe", "reader only", 0.5),
+             ("tfpipe", "parse only", None)]
+    if args.packed > 1:
+        lines += [("tfpipe packed", "keras peer", 3.0), ("tfpipe packed", "reader only", 0.5),
+                  ("tfpipe packed", "reader only (packed)", 0.5)]
+    for mine, peer, target in lines:
+        ratios = [a / b for a, b in zip(rates[mine], rates[peer])]
         goal = f" (target >= {target}x)" if target else ""
-        print(f"tfpipe / {peer}: {statistics.median(ratios):.2f}x{goal}")
+        print(f"{mine} / {peer}: {statistics.median(ratios):.2f}x "
+              f"({min(ratios):.2f}-{max(ratios):.2f}){goal}")
 
 
 if __name__ == "__main__":

@@ -94,6 +94,9 @@ def _mask_folder(ctx: click.Context, param: click.Parameter, value: str | None
               show_default=True,
               help="csv/parquet: unit of the int64 epoch (UTC) that timestamps and dates are "
                    "stored as; the `time` transform reads seconds.")
+@click.option("--rows-per-record", type=click.IntRange(min=1), default=1, show_default=True,
+              help="csv/parquet: rows per record; N > 1 packs N rows of a shard into one "
+                   "record column by column (docs/tabular.md, 'Packed layout').")
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON summary.")
 def command(src: str, out: str, fmt: str, split: str | None, shard_size: str,
             compression: str, workers: int | None, on_error: str, resume: bool, seed: int,
@@ -101,7 +104,8 @@ def command(src: str, out: str, fmt: str, split: str | None, shard_size: str,
             invalid_boxes: str, runner: str, pipeline_options: str | None,
             stats: bool, stats_top_k: int, stats_quantiles: int, list_nulls: str,
             keep_float64: str | None, time_unit: str, masks_dir: str | None,
-            classes_file: str | None, task: str | None, as_json: bool) -> None:
+            classes_file: str | None, task: str | None, rows_per_record: int,
+            as_json: bool) -> None:
     """Convert SRC (image folder, CSV, Parquet or COCO JSON) into shards under OUT.
 
     Segmentation: an image folder with --masks MASKS, or a COCO JSON with
@@ -128,7 +132,8 @@ def command(src: str, out: str, fmt: str, split: str | None, shard_size: str,
                                stats_quantiles=stats_quantiles, list_nulls=list_nulls,
                                keep_float64=keep_float64, time_unit=time_unit,
                                masks=True if masks_dir == "" else masks_dir,
-                               classes=classes_file, task=task)
+                               classes=classes_file, task=task,
+                               rows_per_record=rows_per_record)
     except TfpipeError as exc:
         click.echo(f"error: {exc}", err=True)  # unwrapped: scripts grep it
         sys.exit(1)

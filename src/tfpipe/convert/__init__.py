@@ -67,7 +67,7 @@ def make_source(src: str | os.PathLike[str], format: str = "auto", *,
                 keep_float64: str | Sequence[str] | None = None,
                 time_unit: str = "s", masks: str | os.PathLike[str] | bool | None = None,
                 classes: str | os.PathLike[str] | None = None,
-                task: str | None = None) -> Source:
+                task: str | None = None, rows_per_record: int = 1) -> Source:
     """The converter source for `src` (see `convert` for the arguments)."""
     if format not in FORMATS:
         raise ConfigError(f"format must be one of {', '.join(FORMATS)}, got {format!r}")
@@ -89,6 +89,8 @@ def make_source(src: str | os.PathLike[str], format: str = "auto", *,
                                              or time_unit != "s"):
         raise ConfigError(f"list_nulls / keep_float64 / time_unit apply to csv and parquet, "
                           f"not {format!r}")
+    if format not in ("csv", "parquet") and rows_per_record != 1:
+        raise ConfigError(f"rows_per_record packs table rows (csv and parquet), not {format!r}")
     if format == "folder":
         return FolderSource(src)
     if format in ("csv", "parquet"):
@@ -96,7 +98,7 @@ def make_source(src: str | os.PathLike[str], format: str = "auto", *,
             raise InputError(f"{src}: not a file (format {format!r} reads one table file)")
         return TableSource(src, format, image_column=image_column, label_column=label_column,
                            list_nulls=list_nulls, keep_float64=parse_keep_float64(keep_float64),
-                           time_unit=time_unit)
+                           time_unit=time_unit, rows_per_record=rows_per_record)
     return CocoSource(src, images=None if images is None else os.fspath(images),
                       invalid_boxes=invalid_boxes, task=task or "detection",
                       instance_masks=masks is True)
@@ -154,7 +156,7 @@ def convert(src: str | os.PathLike[str], out: str | os.PathLike[str], *,
             list_nulls: str = "drop-element", keep_float64: str | Sequence[str] | None = None,
             time_unit: str = "s", masks: str | os.PathLike[str] | bool | None = None,
             classes: str | os.PathLike[str] | None = None,
-            task: str | None = None) -> Manifest:
+            task: str | None = None, rows_per_record: int = 1) -> Manifest:
     """Convert `src` into shards + manifest.json under `out`; return the manifest.
 
     - format: auto | folder | csv | parquet | coco.
@@ -199,6 +201,10 @@ def convert(src: str | os.PathLike[str], out: str | os.PathLike[str], *,
     - task: COCO: "detection" (default, boxes) or "segmentation" (one class mask
       per image rasterized from the polygons / RLE; class k = k-th category in id
       order, 0 = background, crowd = 255). docs/convert.md "Segmentation masks".
+    - rows_per_record (tables): 1 (default): one row per record; N > 1: the packed
+      layout, N consecutive rows of a shard per record, column by column (the manifest
+      counts records as records and the rows in settings.shard_stats; docs/tabular.md
+      "Packed layout"). The shard plan is the same for every N.
     """
     if on_error not in ON_ERROR:
         raise ConfigError(f"on_error must be one of {', '.join(ON_ERROR)}, got {on_error!r}")
@@ -228,7 +234,8 @@ def convert(src: str | os.PathLike[str], out: str | os.PathLike[str], *,
                          "must be local (POSIX) paths; a URL source is implemented for "
                          "classification folders and tables only (docs/scale.md)")
 
-    table = dict(list_nulls=list_nulls, keep_float64=keep_float64, time_unit=time_unit)
+    table = dict(list_nulls=list_nulls, keep_float64=keep_float64, time_unit=time_unit,
+                 **({"rows_per_record": rows_per_record} if rows_per_record != 1 else {}))
     if is_url(src):
         source = url_source(os.fspath(src), format, image_column=image_column,
                             label_column=label_column, **table)

@@ -801,8 +801,12 @@ class TableSource(Source):
     def __init__(self, path: str | os.PathLike[str], fmt: str, *,
                  image_column: str | None = None, label_column: str | None = None,
                  list_nulls: str = "drop-element",
-                 keep_float64: Sequence[str] | str = (), time_unit: str = "s") -> None:
+                 keep_float64: Sequence[str] | str = (), time_unit: str = "s",
+                 rows_per_record: int = 1) -> None:
+        from tfpipe.convert._table_pack import check_rows_per_record
+
         self.kind = fmt
+        self.rows_per_record = check_rows_per_record(rows_per_record)  # >1: packed layout
         raw = os.fspath(path)
         self.path = raw.rstrip("/") if is_url(raw) else str(Path(raw).resolve())
         self.display = self.path.rsplit("/", 1)[-1] if is_url(raw) else Path(raw).name
@@ -848,6 +852,11 @@ class TableSource(Source):
             self._specs.append(FeatureSpec(col.name, col.dtype, shape, kind,
                                            encoding=col.encoding))
         self.class_names = self._class_names()
+        if self.rows_per_record > 1:
+            from tfpipe.convert._table_pack import check_packable
+
+            check_packable(self.display, [c.name for c in plan.columns if c.list is not None],
+                           image_column)
 
     # ------------------------------------------------------------------ the one scan
     def _open_schema(self) -> Any:
@@ -1135,6 +1144,10 @@ class TableSource(Source):
             if self.label_column is not None:
                 keys += ["image/class/label", "image/class/text"]
             specs += [standard[k] for k in keys]
+        if self.rows_per_record > 1:  # the records' schema (tfpipe.records.packed)
+            from tfpipe.records.packed import packed_schema
+
+            return packed_schema(Schema(specs))
         return Schema(specs)
 
     def settings(self) -> dict[str, Any]:
@@ -1144,6 +1157,8 @@ class TableSource(Source):
                                "keep_float64": (self.keep_float64 if self.keep_float64 == "all"
                                                 else list(self.keep_float64)),
                                "time_unit": self.time_unit}
+        if self.rows_per_record > 1:  # absent for the row layout: its manifests stay as they were
+            out["rows_per_record"] = self.rows_per_record
         if self._normalized:
             out["normalized"] = self._normalized  # what storing the values changed (summary)
         return out
@@ -1158,6 +1173,10 @@ class TableSource(Source):
         (`TypeError`) is encoded row by row in place, the same bytes."""
         if self.image_column is not None:
             return None
+        if self.rows_per_record > 1:
+            from tfpipe.convert._table_pack import packed_frames
+
+            return packed_frames(self._row_batches(shard), self.rows_per_record, schema)
         from tfpipe.records import ColumnarEncoder
 
         encoder = ColumnarEncoder(schema)
@@ -1195,6 +1214,21 @@ class TableSource(Source):
                     yield from ((buf, len(part) if k == 0 else 0) for k, buf in enumerate(bufs))
 
         return frames()
+
+    def _row_batches(self, shard: ShardPlan) -> Iterator[Any]:
+        """`shard`'s rows as normalized batches, in plan order."""
+        items = shard.items
+        if isinstance(items, TableRows):
+            for batch, _, _ in items.plan_batches():
+                yield batch
+            return
+        for start in range(0, len(items), BATCH_ROWS):  # Items with payloads (Beam)
+            yield _payload_batch(items[start:start + BATCH_ROWS], self.plan)
+
+    def shard_stats(self, shard: ShardPlan) -> dict[str, int]:
+        """Counts the manifest records per shard (`settings.shard_stats`): the rows of a
+        packed shard (its records are blocks of rows)."""
+        return {"rows": len(shard.items)} if self.rows_per_record > 1 else {}
 
     def encode_values(self, item: Item) -> tuple[dict[str, Any], dict[str, int]]:
         index, row = item.payload

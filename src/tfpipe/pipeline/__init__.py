@@ -10,7 +10,8 @@ from tfpipe.pipeline._materialize import MARKER as MATERIALIZED_MARKER
 from tfpipe.pipeline._materialize import config_hash, hashed_settings, materialize
 from tfpipe.pipeline._options import batch_parallelism, map_parallelism, options
 from tfpipe.pipeline._settings import Settings, settings
-from tfpipe.pipeline._tabular import raw_parse_spec, raw_rows, tabular_transforms, transform_specs
+from tfpipe.pipeline._tabular import raw_parse_spec, tabular_transforms, transform_specs
+from tfpipe.pipeline._tabular_build import raw_rows
 from tfpipe.pipeline._tabular_info import TabularSource, tabular_source
 from tfpipe.pipeline._tasks import TABULAR, TASKS, Builder, Task, task_of
 

@@ -24,7 +24,7 @@ import tensorflow as tf
 from tfpipe import seeds
 from tfpipe.errors import ConfigError, InputError, TfpipeError
 from tfpipe.pipeline._epochs import TRAIN_SPLITS
-from tfpipe.pipeline._options import batch_parallelism, options
+from tfpipe.pipeline._options import batch_parallelism
 from tfpipe.pipeline._settings import AUTOTUNE, Settings
 from tfpipe.pipeline._source import Source, read_serialized, worker_files
 from tfpipe.records import open_source
@@ -75,7 +75,10 @@ class Tabular:
         if not self.files:
             raise InputError(f"no {split!r} shards under {s.data_path!r}")
         self.compression = src.tf_compression or None
-        schema = src.schema
+        from tfpipe.records.packed import is_packed, row_schema
+
+        self.packed = is_packed(src.schema)  # records of blocks of rows (_tabular_pack)
+        schema = row_schema(src.schema)
         self.label = s.features.label
         if self.label not in schema:
             raise ConfigError(f"features.label: {self.label!r} is not a column of "
@@ -262,70 +265,6 @@ def float64_bits_as_float32(x: Any) -> Any:
     return cast(x)
 
 
-def _cache(ds: tf.data.Dataset, s: Settings, t: Tabular, what: str) -> tf.data.Dataset:
-    if s.cache == "none":
-        return ds
-    if s.cache == "memory":
-        return ds.cache()
-    from tfpipe.pipeline._caching import cache_path as _cache_path
-
-    # the transforms' statistics hash and the config's columns key a transformed cache
-    tag = f"{t.transforms.stats_sha256 or 'nostats'}-{hash_features(s)}"[:40]
-    return ds.cache(_cache_path(s, t.split, t.my_files, t.worker, f"tabular-{what}-{tag}"))
-
-
-def hash_features(s: Settings) -> str:
-    import hashlib
-    import json
-
-    blob = json.dumps(s.features.to_dict(), sort_keys=True)
-    return hashlib.sha256(blob.encode()).hexdigest()[:12]
-
-
-def build(s: Settings, split: str, epoch: int, worker: tuple[int, int], step: int
-          ) -> tf.data.Dataset:
-    """`build_pipeline` for a config with a `features:` section (see module doc)."""
-    from tfpipe.pipeline._cardinality import declare as _declare
-    from tfpipe.pipeline._cardinality import pass_report as _pass_report
-    from tfpipe.pipeline._epochs import epochs_from
-    from tfpipe.pipeline._errors import new_iteration
-
-    t = Tabular(s, split, worker)
-    records = t.records()
-    n = None if step else t.batches()
-    if split not in TRAIN_SPLITS:
-        what = tf.constant(f"{split} pass")
-
-        @tf.autograph.experimental.do_not_convert
-        def eval_pass(_: tf.Tensor) -> tf.data.Dataset:
-            it = new_iteration()
-            return _pass_report(t.one_pass(records, epoch, iteration=it), n, s, what,
-                                t.my_files, it)
-        ds = tf.data.Dataset.from_tensors(tf.constant(0, tf.int64)).flat_map(eval_pass)
-        # parsed + transformed is what pays to cache: eval passes repeat it unchanged
-        out = _declare(_cache(ds, s, t, "transformed"), n, s)
-        counter = None
-    else:
-        records = _cache(records, s, t, "keyed-records")
-        first = tf.constant(epoch, tf.int64)
-
-        def one(e: tf.Tensor) -> tf.data.Dataset:
-            at = tf.where(tf.equal(e, first), tf.constant(step, tf.int64), 0) if step else 0
-            what = tf.strings.join(["train epoch ", tf.strings.as_string(e)])
-            it = new_iteration()
-            return _pass_report(t.one_pass(records, e, at, it), n, s, what, t.my_files, it)
-
-        epochs = epochs_from(epoch, one)
-        counter = epochs._tfpipe_epoch_counter  # noqa: SLF001 - set by epochs_from
-        out = _declare(epochs, n, s)
-    out = out.with_options(options(s))
-    out = out.prefetch(s.prefetch if s.prefetch != AUTOTUNE else tf.data.AUTOTUNE)
-    if counter is not None:
-        out._tfpipe_epochs = (counter, epoch)  # noqa: SLF001 - read by set_epoch
-    out._tfpipe_transforms = t.transforms  # noqa: SLF001 - read by tabular_transforms
-    return out
-
-
 def tabular_transforms(config: Any) -> FeatureTransforms:
     """The `FeatureTransforms` a tabular config's pipeline applies (for export and
     for building a model's inputs): built from the same statistics and schema."""
@@ -342,31 +281,3 @@ def raw_parse_spec(config: Any) -> dict[str, Any]:
     from tfpipe.pipeline._settings import settings
 
     return dict(Tabular(settings(config), "train", (0, 1)).spec)
-
-
-def raw_rows(config: Any, n: int, split: str = "train") -> dict[str, Any]:
-    """The first `n` records of `split` in serving-input form: NumPy arrays per raw
-    column the transforms read, plus `<column>__missing` for the nullable ones
-    (export's warm-up requests)."""
-    import numpy as np
-
-    from tfpipe.features import MISSING_SUFFIX
-    from tfpipe.pipeline._settings import settings
-
-    t = Tabular(settings(config), split, (0, 1))
-    spec = {k: v for k, v in t.spec.items() if k in t.transforms.raw_spec}
-    serialized = next(iter(tf.data.TFRecordDataset(t.files, t.compression or "").batch(n)))
-    out: dict[str, Any] = {}
-    for c, v in tf.io.parse_example(serialized, spec).items():
-        if c in t.float64_bits:  # served as the float32 the transforms take
-            v = float64_bits_as_float32(v)
-        if isinstance(v, tf.SparseTensor):
-            ragged = tf.RaggedTensor.from_sparse(v)
-            fill = "" if v.dtype == tf.string else 0
-            out[c] = ragged.to_tensor(default_value=fill, shape=[None, 1])[:, 0].numpy()
-            out[c + MISSING_SUFFIX] = (ragged.row_lengths() == 0).numpy()
-        else:
-            out[c] = v.numpy()
-    for c in t.transforms.nullable:  # nullable, but stored fixed in this split
-        out.setdefault(c + MISSING_SUFFIX, np.zeros(len(out[c]), bool))
-    return out

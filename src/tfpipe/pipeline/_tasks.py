@@ -124,7 +124,7 @@ class Task:
     - `builder`: "module:Class" under `tfpipe.pipeline`, a `Builder` made as
       `Class(settings, epoch_seed, worker, workers, parse, train)`; None for a task
       with its own whole pipeline (`pipeline`);
-    - `pipeline`: "module:function" for such a task (tabular: `_tabular.build`);
+    - `pipeline`: "module:function" for such a task (tabular: `_tabular_build.build`);
     - `required_keys`: record keys the task's records must carry (checked against
       the manifest's schema when the source is opened);
     - `supervised`: element -> (inputs, targets) for `as_supervised=True`;
@@ -194,7 +194,7 @@ TASKS: dict[str, Task] = {t.name: t for t in (
 )}
 
 #: A config with a `features:` section: tables, (features, label) batches (docs/tabular.md).
-TABULAR = Task("tabular", pipeline="_tabular:build", required_keys=())
+TABULAR = Task("tabular", pipeline="_tabular_build:build", required_keys=())
 
 
 def task_of(s: Any) -> Task:

@@ -102,6 +102,29 @@ class _DeepChecker:
         self.num_classes = num_classes
         self.schema = schema
         self.num_keypoints = num_keypoints  # K from the manifest, when it names them
+        self.block_rows: dict[str, int] = {}  # packed layout: rows per shard, as read
+
+    def _packed_findings(self, path: str, ex: dict[str, list[Any]]) -> list[str]:
+        """A block of the packed table layout (tfpipe.records.packed): every column
+        holds `tfpipe/rows` values, every missing index lies in the block."""
+        from tfpipe.records.packed import MISSING_PREFIX, ROWS_KEY
+
+        if self.schema is None or ROWS_KEY not in self.schema or not ex.get(ROWS_KEY):
+            return []
+        rows = int(ex[ROWS_KEY][0])
+        self.block_rows[path] = self.block_rows.get(path, 0) + rows
+        problems = []
+        for name in self.schema:
+            if name.startswith("tfpipe/"):
+                if name.startswith(MISSING_PREFIX) and any(
+                        not 0 <= int(i) < rows for i in ex.get(name, [])):
+                    problems.append(f"feature {name!r} holds an index outside the block's "
+                                    f"{rows} rows")
+                continue
+            if len(ex.get(name, [])) != rows:
+                problems.append(f"feature {name!r} has {len(ex.get(name, []))} values, the "
+                                f"block's tfpipe/rows says {rows}")
+        return problems
 
     def _schema_findings(self, data: bytes) -> list[str]:
         """Features missing, of the wrong type, or of the wrong size for the schema."""
@@ -135,6 +158,7 @@ class _DeepChecker:
         except Exception as e:  # noqa: BLE001 - any protobuf failure is the finding
             return [f("bad-example", f"not a tf.train.Example ({e})")]
         out: list[Finding] = [f("bad-example", m) for m in self._schema_findings(data)]
+        out += [f("bad-example", m) for m in self._packed_findings(path, ex)]
         key = image_key(ex)
         enc = ex.get(key) if key else None
         # the record's own name, so the message points at the source image too
@@ -441,6 +465,14 @@ def verify(path: str | os.PathLike[str], deep: bool = False,
             at = len(report.findings)  # the checksum finding goes before the frame findings
             n, sha = _check_file(f, manifest.compression, report, checker, entry.num_records,
                                  want_sha256=True)
+            rows = ((manifest.settings or {}).get("shard_stats") or {}).get(
+                entry.path, {}).get("rows")
+            if checker is not None and rows is not None and f in checker.block_rows \
+                    and checker.block_rows[f] != rows:
+                report.findings.append(Finding(
+                    "count-mismatch", f, None, None,
+                    f"its blocks hold {checker.block_rows[f]} rows (tfpipe/rows), the "
+                    f"manifest's settings.shard_stats says {rows}"))
             # every frame and CRC valid to the end of the file: what disagrees is the
             # manifest (or a rewrite of the shard), not damage; say which
             intact = _intact_note(report, f, at)
