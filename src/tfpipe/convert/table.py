@@ -53,6 +53,8 @@ BATCH_ROWS = 65_536
 # Bytes per CSV block: pyarrow's default, so the streaming reader infers types from
 # the same first block as pyarrow.csv.read_csv (tests shrink it).
 CSV_BLOCK_BYTES = 1 << 20
+# Bytes of Parquet read per column at a time (pyarrow's buffered stream).
+PARQUET_BUFFER_BYTES = 1 << 20
 
 
 def _unreadable(path: Path, fmt: str, exc: Exception) -> InputError:
@@ -124,7 +126,10 @@ def _parquet(path: str) -> Any:
     import pyarrow.parquet as pq
 
     source = _open(path)
-    pf = pq.ParquetFile(source)
+    # No pre-buffering: with it pyarrow keeps the column chunks of every row group
+    # read so far (~50 B/row on a Criteo-shaped table), so memory grew with rows; a
+    # 1 MiB read buffer per column reads as fast and holds one row group's pages.
+    pf = pq.ParquetFile(source, pre_buffer=False, buffer_size=PARQUET_BUFFER_BYTES)
     pf._tfpipe_source = source  # a URL's file object lives as long as the reader
     return pf
 
@@ -543,6 +548,10 @@ class _PlanFiles:
         self.dir = tempfile.mkdtemp(prefix="tfpipe-plan-")
         self._cleanup = weakref.finalize(self, shutil.rmtree, self.dir, True)
         self._gid_file: Any = open(os.path.join(self.dir, "gid.i32"), "w+b")
+        # Told every batch the partitioning pass reads (`batch(normalized, gid)`, table
+        # order, BATCH_ROWS rows) and `end(ok)`: statistics ride on that pass instead
+        # of reading the table once more (`_table_stats.StreamedStatistics`).
+        self.watchers: list[Any] = []
 
     def __getstate__(self) -> dict[str, Any]:
         return {"dir": self.dir}  # workers read the files; only the planner removes them
@@ -580,16 +589,21 @@ class _PlanFiles:
         done = os.path.join(self.dir, "partitioned")
         if os.path.exists(done):
             return
+        ran = ok = False
+        watchers = list(getattr(self, "watchers", ()))  # a worker's copy has none
         with _PARTITION_LOCK, open(os.path.join(self.dir, ".lock"), "a+b") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)
             try:
                 if os.path.exists(done):
                     return
-                start = 0
+                start, ran = 0, True
                 with open(os.path.join(self.dir, "gid.i32"), "rb") as g:
-                    for batch in reader.all_batches(4 * BATCH_ROWS):
+                    # BATCH_ROWS: the batches statistics read (and a few MB at a time)
+                    for batch in reader.all_batches(BATCH_ROWS):
                         n = batch.num_rows
                         gid = np.fromfile(g, np.int32, n).astype(np.int64) - 1
+                        for watcher in watchers:
+                            watcher.batch(batch, gid)
                         # plain arrays: each copy holds rows of many batches
                         batch = pa.RecordBatch.from_arrays(
                             [c.dictionary_decode() if pa.types.is_dictionary(c.type) else c
@@ -613,8 +627,11 @@ class _PlanFiles:
                                 f.write(np.int64(data.size).tobytes())
                         start += n
                 open(done, "wb").close()
+                ok = True
             finally:
                 fcntl.flock(lock, fcntl.LOCK_UN)
+                for watcher in watchers if ran else ():
+                    watcher.end(ok)  # only the pass that read the table tells
 
     def shard_table(self, gid: int) -> Any:
         """The rows of shard `gid` (with their index in column `_ROW`), table order."""
@@ -682,6 +699,10 @@ class _SpilledRows(TableRows):
     @property  # type: ignore[override]
     def sizes(self) -> np.ndarray:
         return self.arrays()[1]
+
+    def row_set(self) -> np.ndarray:
+        """The shard's row indices in no particular order (no hashing, no sort)."""
+        return self._files.load(self._gid)[0]
 
     def plan_batches(self) -> Iterator[tuple[Any, np.ndarray, np.ndarray]]:
         """From the shard's own copy of its rows (`_PlanFiles.partition`)."""
