@@ -54,12 +54,22 @@ def criteo_batch(rows: int, seed: int) -> Any:
     for k in range(CATS):
         vocab = 10 ** (1 + k % 6)
         ids = rng.zipf(1.3, rows) % vocab
-        hexed = np.char.mod("%08x", (ids * 2654435761 + k) % (1 << 32)).astype("S8")
+        hexed = _hex8((ids * 2654435761 + k) % (1 << 32))
         arr = pa.array(hexed, pa.binary(8)).cast(pa.binary())
         mask = pa.array(rng.random(rows) < 0.03)
         cols.append(pa.compute.if_else(mask, pa.scalar(None, pa.binary()), arr))
         names.append(f"C{k + 1}")
     return pa.RecordBatch.from_arrays(cols, names=names)
+
+
+def _hex8(values: np.ndarray) -> np.ndarray:
+    """`np.char.mod("%08x", values).astype("S8")` of values below 2**32, ~25x faster
+    (generating a 45 M-row table with np.char.mod took ~25 min)."""
+    nibbles = (values[:, None] >> np.arange(28, -1, -4, dtype=np.int64)) & 15
+    return _HEX[nibbles].reshape(-1).view("S8")
+
+
+_HEX = np.frombuffer(b"0123456789abcdef", np.uint8)
 
 
 def criteo_schema() -> Any:
