@@ -649,6 +649,17 @@ class _PlanFiles:
             pos += length
         return pa.concat_tables(tables)
 
+    def ordered_path(self, gid: int) -> str:
+        """Shard `gid`'s rows in plan order (Arrow IPC file), once a reader sorted them."""
+        return os.path.join(self.dir, f"{gid}.ordered.arrow")
+
+    def drop_partitioned(self, gid: int) -> None:
+        for path in (self._shard_path(gid), self._shard_path(gid) + ".len"):
+            try:
+                os.remove(path)
+            except FileNotFoundError:
+                pass
+
     def path(self, gid: int) -> str:
         return os.path.join(self.dir, f"{gid}.i64")
 
@@ -705,7 +716,27 @@ class _SpilledRows(TableRows):
         return self._files.load(self._gid)[0]
 
     def plan_batches(self) -> Iterator[tuple[Any, np.ndarray, np.ndarray]]:
-        """From the shard's own copy of its rows (`_PlanFiles.partition`)."""
+        """From the shard's own copy of its rows, in plan order: the first reader (the
+        plan digest) sorts the partitioned copy (`_PlanFiles.partition`) into it once,
+        so the shard's writer reads it straight through (no second sort and gather)."""
+        import pyarrow as pa
+
+        path = self._files.ordered_path(self._gid)
+        if not os.path.exists(path):
+            self._write_ordered(path)
+        with pa.memory_map(path) as source:
+            reader = pa.ipc.open_file(source)
+            for i in range(reader.num_record_batches):
+                batch = reader.get_batch(i)
+                n = batch.num_columns - 2  # the rows' index and size come last
+                rows = batch.column(n).to_numpy()
+                sizes = batch.column(n + 1).to_numpy()
+                yield (pa.RecordBatch.from_arrays(batch.columns[:n],
+                                                  names=batch.schema.names[:n]), rows, sizes)
+
+    def _write_ordered(self, path: str) -> None:
+        import pyarrow as pa
+
         self._files.partition(self.reader)
         table = self._files.shard_table(self._gid)
         rows_f, sizes_f = self._files.load(self._gid)
@@ -720,12 +751,19 @@ class _SpilledRows(TableRows):
         by_row = np.argsort(rows_f, kind="stable")
         sizes = sizes_f[by_row[np.searchsorted(rows_f[by_row], rows)]]
         table = table.drop_columns([_ROW])
-        pos = 0
-        for lo in range(0, len(rows), BATCH_ROWS):
-            for batch in table.take(members[lo:lo + BATCH_ROWS]).to_batches():
-                n = batch.num_rows
-                yield batch, rows[pos:pos + n], sizes[pos:pos + n]
-                pos += n
+        schema = table.schema.append(pa.field(_ROW, pa.int64())).append(
+            pa.field(_SIZE, pa.int64()))
+        temp = f"{path}.tmp-{os.getpid()}-{threading.get_ident()}"
+        with pa.OSFile(temp, "wb") as sink, pa.ipc.new_file(sink, schema) as writer:
+            for lo in range(0, len(rows), BATCH_ROWS):
+                part = table.take(members[lo:lo + BATCH_ROWS]).combine_chunks()
+                columns = [c.chunk(0) if c.num_chunks else pa.array([], c.type)
+                           for c in part.columns]
+                writer.write_batch(pa.RecordBatch.from_arrays(
+                    [*columns, pa.array(rows[lo:lo + BATCH_ROWS]),
+                     pa.array(sizes[lo:lo + BATCH_ROWS].astype(np.int64))], schema=schema))
+        os.replace(temp, path)
+        self._files.drop_partitioned(self._gid)  # the ordered copy replaces it (disk)
 
     def __iter__(self) -> Iterator[Item]:
         for batch, rows, sizes in self.plan_batches():
@@ -737,6 +775,7 @@ class _SpilledRows(TableRows):
 
 
 _ROW = "__tfpipe_row__"
+_SIZE = "__tfpipe_size__"
 _PARTITION_LOCK = threading.Lock()  # the digest threads share one partitioning pass
 
 
