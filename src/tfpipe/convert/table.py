@@ -296,7 +296,8 @@ class _RowReader:
                     for start in range(0, batch.num_rows, chunk):
                         yield normalize_batch(batch.slice(start, chunk), self.plan)[0]
             return
-        for batch in _parquet(self.path).iter_batches(batch_size=chunk, use_threads=False):
+        # Threads: this pass (partitioning, statistics) runs before any worker does.
+        for batch in _parquet(self.path).iter_batches(batch_size=chunk, use_threads=True):
             yield normalize_batch(batch, self.plan)[0]
 
     def _item(self, index: int, size: int, row: dict[str, Any]) -> Item:
@@ -418,9 +419,9 @@ class TableRows(Sequence[Item]):
         is ordered by (hash, key text) and cut into `count` contiguous runs. Nothing
         per row stays in memory: a first pass counts each split's rows and bytes and
         a histogram of its order hashes (65536 buckets), which places every cut in a
-        bucket; a second pass sends each row's index and size to its shard's file
-        (rows of a bucket holding a cut are ranked exactly, in memory: ~n/65536 rows
-        per cut). A shard sorts its own rows when read (`_SpilledRows`), from its
+        bucket; a second pass (reusing the first's hashes) sends each row's index,
+        size and order hash to its shard's file (rows of a bucket holding a cut are
+        ranked exactly, in memory: ~n/65536 rows per cut). A shard sorts its own rows when read (`_SpilledRows`), from its
         own copy of them (`_PlanFiles.partition`).
         """
         names = list(ratios)
@@ -443,8 +444,13 @@ class TableRows(Sequence[Item]):
         counts = np.zeros(nsplit, np.int64)
         totals = np.zeros(nsplit, np.int64)
         hist = np.zeros(nsplit * nb, np.int64)
+        # The first pass's hashes (10 bytes a row on disk) serve the second: sha256
+        # per row and domain is most of the plan's CPU.
+        cache: Any = tempfile.TemporaryFile(prefix="tfpipe-plan-hashes-")
         for rows, sizes in self.chunks():
-            split, _, bucket = hashed(rows)
+            split, o, bucket = hashed(rows)
+            o.tofile(cache)
+            split.astype(np.int16).tofile(cache)
             counts += np.bincount(split, minlength=nsplit)
             for k in range(nsplit):
                 totals[k] += int(sizes[split == k].sum())
@@ -477,15 +483,19 @@ class TableRows(Sequence[Item]):
                                              rows_of_shard))  # type: ignore[arg-type]
             gid += count
         held: list[tuple[np.ndarray, ...]] = []  # rows of the buckets holding a cut
+        cache.seek(0)
         for rows, sizes in self.chunks():
-            split, o, bucket = hashed(rows)
+            o = np.fromfile(cache, np.float64, len(rows))
+            split = np.fromfile(cache, np.int16, len(rows)).astype(np.int64)
+            bucket = np.minimum((o * nb).astype(np.int64), nb - 1)
             near = exact[split, bucket]
             if near.any():
                 held.append((split[near], o[near], bucket[near], rows[near], sizes[near]))
             far = ~near
             gids = first_gid[split[far]] + shard_of_bucket[split[far], bucket[far]]
-            files.append(gids, rows[far], sizes[far])
+            files.append(gids, rows[far], sizes[far], o[far])
             files.note_rows(rows[far], gids)
+        cache.close()
         if held:
             split, o, bucket, rows, sizes = (np.concatenate(p) for p in zip(*held))
             for k in range(nsplit):
@@ -499,7 +509,7 @@ class TableRows(Sequence[Item]):
                 first = np.searchsorted(b, b, side="left")
                 rank = starts[k, b] + (np.arange(len(members)) - first)
                 shard = np.searchsorted(cuts[k], rank, side="right")
-                files.append(first_gid[k] + shard, rows[members], sizes[members])
+                files.append(first_gid[k] + shard, rows[members], sizes[members], o[members])
                 files.note_rows(rows[members], first_gid[k] + shard)
         files.close_rows(int(self.reader.offsets[-1]))
         return plan
@@ -663,22 +673,31 @@ class _PlanFiles:
     def path(self, gid: int) -> str:
         return os.path.join(self.dir, f"{gid}.i64")
 
-    def append(self, gid: np.ndarray, rows: np.ndarray, sizes: np.ndarray) -> None:
-        """Append (row, size) pairs to the files of shards `gid`, keeping their order."""
+    def append(self, gid: np.ndarray, rows: np.ndarray, sizes: np.ndarray,
+               order_hash: np.ndarray) -> None:
+        """Append (row, size, order hash) to the files of shards `gid`, keeping their order."""
         if len(gid) == 0:
             return
         order = np.argsort(gid, kind="stable")
-        gid, pairs = gid[order], np.stack([rows[order], sizes[order]], axis=1).astype(np.int64)
+        bits = np.ascontiguousarray(order_hash[order], np.float64).view(np.int64)
+        gid, pairs = gid[order], np.stack([rows[order], sizes[order], bits],
+                                          axis=1).astype(np.int64)
         bounds = np.flatnonzero(np.diff(gid)) + 1
         for lo, hi in zip([0, *bounds.tolist()], [*bounds.tolist(), len(gid)]):
             with open(self.path(int(gid[lo])), "ab") as f:
                 pairs[lo:hi].tofile(f)
 
     def load(self, gid: int) -> tuple[np.ndarray, np.ndarray]:
+        rows, sizes, _ = self.load_hashed(gid)
+        return rows, sizes
+
+    def load_hashed(self, gid: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(row indices, sizes, order hashes) of shard `gid`, as planned (unsorted)."""
         path = self.path(gid)
-        pairs = (np.fromfile(path, np.int64).reshape(-1, 2) if os.path.exists(path)
-                 else np.zeros((0, 2), np.int64))
-        return pairs[:, 0], pairs[:, 1]
+        triples = (np.fromfile(path, np.int64).reshape(-1, 3) if os.path.exists(path)
+                   else np.zeros((0, 3), np.int64))
+        return (triples[:, 0], triples[:, 1],
+                np.ascontiguousarray(triples[:, 2]).view(np.float64))
 
 
 class _SpilledRows(TableRows):
@@ -694,11 +713,10 @@ class _SpilledRows(TableRows):
         return self._count
 
     def arrays(self) -> tuple[np.ndarray, np.ndarray]:
-        rows, sizes = self._files.load(self._gid)
+        rows, sizes, o = self._files.load_hashed(self._gid)
         if len(rows) != self._count:  # pragma: no cover - a removed or damaged plan file
             raise InputError(f"the plan file {self._files.path(self._gid)} holds {len(rows)} "
                              f"rows, not {self._count}; rerun the conversion")
-        o = _unit_hashes(self._seed, "order", rows)
         members = np.argsort(o, kind="stable")
         _break_ties(members, o, rows)
         return rows[members], sizes[members]
@@ -724,7 +742,9 @@ class _SpilledRows(TableRows):
         path = self._files.ordered_path(self._gid)
         if not os.path.exists(path):
             self._write_ordered(path)
-        with pa.memory_map(path) as source:
+        # Read, not memory-mapped: a mapping keeps every page read in the process's
+        # RSS until it closes; this holds one batch at a time.
+        with pa.OSFile(path, "rb") as source:
             reader = pa.ipc.open_file(source)
             for i in range(reader.num_record_batches):
                 batch = reader.get_batch(i)
@@ -739,17 +759,19 @@ class _SpilledRows(TableRows):
 
         self._files.partition(self.reader)
         table = self._files.shard_table(self._gid)
-        rows_f, sizes_f = self._files.load(self._gid)
+        rows_f, sizes_f, o_f = self._files.load_hashed(self._gid)
         if table is None or table.num_rows != self._count:  # pragma: no cover - damaged
             raise InputError(f"the plan files in {self._files.dir} do not hold the "
                              f"{self._count} rows of a shard; rerun the conversion")
         rows = table.column(_ROW).to_numpy()
-        o = _unit_hashes(self._seed, "order", rows)
+        # the copy holds the rows in table order: find each one's planned entry
+        by_row = np.argsort(rows_f, kind="stable")
+        at = by_row[np.searchsorted(rows_f[by_row], rows)]
+        o = o_f[at]
         members = np.argsort(o, kind="stable")
         _break_ties(members, o, rows)
         rows = rows[members]
-        by_row = np.argsort(rows_f, kind="stable")
-        sizes = sizes_f[by_row[np.searchsorted(rows_f[by_row], rows)]]
+        sizes = sizes_f[at[members]]
         table = table.drop_columns([_ROW])
         schema = table.schema.append(pa.field(_ROW, pa.int64())).append(
             pa.field(_SIZE, pa.int64()))
@@ -957,7 +979,7 @@ class TableSource(Source):
                                 os.path.join(spill_dir, "rows.arrow"), spill_dir)
             else:
                 self._scan_into(_parquet(self.path).iter_batches(batch_size=BATCH_ROWS,
-                                                                 use_threads=False),
+                                                                 use_threads=True),
                                 None, spill_dir)
         except BaseException:
             shutil.rmtree(spill_dir, ignore_errors=True)
