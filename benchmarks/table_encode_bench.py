@@ -190,7 +190,9 @@ def write_parquet(path: Path, rows: int, chunk: int = 1 << 20) -> None:
 def end_to_end(args: argparse.Namespace) -> None:
     root = Path(args.workdir or tempfile.mkdtemp(prefix="tfpipe-table-bench-"))
     root.mkdir(parents=True, exist_ok=True)
-    print(f"{'rows':>10s} {'wall s':>8s} {'rows/s':>10s} {'peak RSS MB':>12s}  (workdir {root})")
+    print(f"{'rows':>10s} {'wall s':>8s} {'rows/s':>10s} {'peak RSS MB':>12s} "
+          f"{'load':>5s}  (workdir {root}; load: the host's 1-min load average at the "
+          f"end, {os.cpu_count()} cores)")
     for rows in args.rows:
         src = root / f"criteo-{rows}.parquet"
         if not src.exists():
@@ -211,7 +213,10 @@ def end_to_end(args: argparse.Namespace) -> None:
             print(f"convert failed: {proc.stderr[-1500:]}")
             return
         note = "" if rss > before else " (not above an earlier run's peak)"
-        print(f"{rows:10d} {wall:8.1f} {rows / wall:10.0f} {rss / 1024:12.0f}{note}")
+        print(f"{rows:10d} {wall:8.1f} {rows / wall:10.0f} {rss / 1024:12.0f} "
+              f"{os.getloadavg()[0]:5.1f}{note}", flush=True)
+        if not args.keep:
+            subprocess.run(["rm", "-rf", str(out)], check=True)  # a 45 M-row OUT is ~35 GB
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -225,6 +230,7 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--workers", type=int, default=2)
     p.add_argument("--stats", action=argparse.BooleanOptionalAction, default=True)
     p.add_argument("--workdir", default=None)
+    p.add_argument("--keep", action="store_true", help="keep each OUT (default: removed)")
     args = p.parse_args(argv)
     if args.rows:
         end_to_end(args)

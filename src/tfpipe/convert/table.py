@@ -754,6 +754,14 @@ class _SpilledRows(TableRows):
                 yield (pa.RecordBatch.from_arrays(batch.columns[:n],
                                                   names=batch.schema.names[:n]), rows, sizes)
 
+    def release(self) -> None:
+        """Remove the shard's ordered copy (its shard is written; nothing reads it
+        again), so the copies' disk is freed shard by shard, not at the end."""
+        try:
+            os.remove(self._files.ordered_path(self._gid))
+        except FileNotFoundError:
+            pass
+
     def _write_ordered(self, path: str) -> None:
         import pyarrow as pa
 
@@ -1266,6 +1274,8 @@ class TableSource(Source):
                         yield row_by_row(items.reader.batch_items(batch, rows, sizes))
                     else:
                         yield from ((buf, n if k == 0 else 0) for k, buf in enumerate(bufs))
+                if isinstance(items, _SpilledRows):
+                    items.release()  # written: its copy's disk is free for the next ones
                 return
             # Items with payloads (the Beam runner's plan files): columnar too.
             for start in range(0, len(items), BATCH_ROWS):
