@@ -126,10 +126,12 @@ def _parquet(path: str) -> Any:
     import pyarrow.parquet as pq
 
     source = _open(path)
-    # No pre-buffering: with it pyarrow keeps the column chunks of every row group
-    # read so far (~50 B/row on a Criteo-shaped table), so memory grew with rows; a
-    # 1 MiB read buffer per column reads as fast and holds one row group's pages.
-    pf = pq.ParquetFile(source, pre_buffer=False, buffer_size=PARQUET_BUFFER_BYTES)
+    # A local file without pre-buffering: with it pyarrow keeps the column chunks of
+    # every row group read so far (~50 B/row on a Criteo-shaped table), so memory grew
+    # with rows; a 1 MiB read buffer per column reads as fast and holds one row
+    # group's pages. A URL keeps pyarrow's coalesced range reads (latency).
+    pf = (pq.ParquetFile(source) if is_url(path) else
+          pq.ParquetFile(source, pre_buffer=False, buffer_size=PARQUET_BUFFER_BYTES))
     pf._tfpipe_source = source  # a URL's file object lives as long as the reader
     return pf
 
