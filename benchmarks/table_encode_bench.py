@@ -54,12 +54,22 @@ def criteo_batch(rows: int, seed: int) -> Any:
     for k in range(CATS):
         vocab = 10 ** (1 + k % 6)
         ids = rng.zipf(1.3, rows) % vocab
-        hexed = np.char.mod("%08x", (ids * 2654435761 + k) % (1 << 32)).astype("S8")
+        hexed = _hex8((ids * 2654435761 + k) % (1 << 32))
         arr = pa.array(hexed, pa.binary(8)).cast(pa.binary())
         mask = pa.array(rng.random(rows) < 0.03)
         cols.append(pa.compute.if_else(mask, pa.scalar(None, pa.binary()), arr))
         names.append(f"C{k + 1}")
     return pa.RecordBatch.from_arrays(cols, names=names)
+
+
+def _hex8(values: np.ndarray) -> np.ndarray:
+    """`np.char.mod("%08x", values).astype("S8")` of values below 2**32, ~25x faster
+    (generating a 45 M-row table with np.char.mod took ~25 min)."""
+    nibbles = (values[:, None] >> np.arange(28, -1, -4, dtype=np.int64)) & 15
+    return _HEX[nibbles].reshape(-1).view("S8")
+
+
+_HEX = np.frombuffer(b"0123456789abcdef", np.uint8)
 
 
 def criteo_schema() -> Any:
@@ -180,7 +190,9 @@ def write_parquet(path: Path, rows: int, chunk: int = 1 << 20) -> None:
 def end_to_end(args: argparse.Namespace) -> None:
     root = Path(args.workdir or tempfile.mkdtemp(prefix="tfpipe-table-bench-"))
     root.mkdir(parents=True, exist_ok=True)
-    print(f"{'rows':>10s} {'wall s':>8s} {'rows/s':>10s} {'peak RSS MB':>12s}  (workdir {root})")
+    print(f"{'rows':>10s} {'wall s':>8s} {'rows/s':>10s} {'peak RSS MB':>12s} "
+          f"{'load':>5s}  (workdir {root}; load: the host's 1-min load average at the "
+          f"end, {os.cpu_count()} cores)")
     for rows in args.rows:
         src = root / f"criteo-{rows}.parquet"
         if not src.exists():
@@ -201,7 +213,10 @@ def end_to_end(args: argparse.Namespace) -> None:
             print(f"convert failed: {proc.stderr[-1500:]}")
             return
         note = "" if rss > before else " (not above an earlier run's peak)"
-        print(f"{rows:10d} {wall:8.1f} {rows / wall:10.0f} {rss / 1024:12.0f}{note}")
+        print(f"{rows:10d} {wall:8.1f} {rows / wall:10.0f} {rss / 1024:12.0f} "
+              f"{os.getloadavg()[0]:5.1f}{note}", flush=True)
+        if not args.keep:
+            subprocess.run(["rm", "-rf", str(out)], check=True)  # a 45 M-row OUT is ~35 GB
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -215,6 +230,7 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--workers", type=int, default=2)
     p.add_argument("--stats", action=argparse.BooleanOptionalAction, default=True)
     p.add_argument("--workdir", default=None)
+    p.add_argument("--keep", action="store_true", help="keep each OUT (default: removed)")
     args = p.parse_args(argv)
     if args.rows:
         end_to_end(args)

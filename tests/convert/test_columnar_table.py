@@ -128,3 +128,34 @@ def test_streaming_plan_equals_the_per_item_plan(tmp_path, monkeypatch, buckets)
         assert g.items.sizes.tolist() == [it.size for it in w.items]
         assert g.digest() == w.digest()
         assert list(g.items) == list(w.items)  # read from the shard's own copy of its rows
+
+
+def test_statistics_on_the_partitioning_pass_equal_a_pass_of_their_own(tmp_path,
+                                                                        monkeypatch) -> None:
+    """convert --stats computes the statistics on the batches the plan's one pass over
+    the table reads (`StreamedStatistics`): statistics.json is byte-identical to
+    `local_statistics`' own pass, over several batches, with bad rows left out."""
+    from tfpipe.convert import _table_stats
+    from tfpipe.convert._plan import plan_shards
+    from tfpipe.features import read_statistics
+
+    t = rich_table(700, seed=9).select(["id", "count", "price", "word", "label"])
+    labels = pa.array([None if i % 97 == 5 else v for i, v in
+                       enumerate(t.column("label").to_pylist())], pa.int64())
+    path = tmp_path / "t.parquet"
+    pq.write_table(t.set_column(4, "label", labels), path, row_group_size=150)
+    monkeypatch.setattr(table_mod, "BATCH_ROWS", 64)
+    own_pass = _table_stats.local_statistics
+    fallbacks: list[int] = []
+    monkeypatch.setattr(_table_stats, "local_statistics",
+                        lambda *a, **k: fallbacks.append(1) or own_pass(*a, **k))
+    ratios = {"train": 0.7, "val": 0.3}
+    convert(path, tmp_path / "out", split=ratios, stats=True, workers=1, seed=5,
+            label_column="label", stats_top_k=20, stats_quantiles=10)
+    assert not fallbacks  # the statistics came from the partitioning pass
+    source = table_mod.TableSource(path, "parquet", label_column="label")
+    plan = plan_shards(source.enumerate().items, ratios, 5, 256 << 20)
+    want = own_pass(source, plan, top_k=20, num_quantiles=10)
+    got = read_statistics(tmp_path / "out")
+    assert got.num_rows == sum(len(s.items) for s in plan.shards if s.split == "train") < 700
+    assert got.sha256 == want.sha256

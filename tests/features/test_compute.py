@@ -203,3 +203,33 @@ def test_merge_order_changes_sketches_only_within_their_bounds(big):
     gap = np.maximum(0, np.maximum(lo_b - hi_a, lo_a - hi_b))
     assert a.quantiles != b.quantiles  # the grouping did change the sketch
     assert np.all(gap <= a.quantile_rank_error + b.quantile_rank_error)
+
+
+def test_value_counts_absorbed_in_groups_equal_chunk_by_chunk():
+    """FrequencyAccumulator absorbs chunks in groups (re-aggregating the values it holds
+    once per group, not per chunk): counts, bounds and the Misra-Gries summary equal
+    absorbing each chunk as it comes, below and past max_exact, merges included."""
+    from collections import Counter
+
+    from tfpipe.features._sketch import FrequencyAccumulator
+
+    rng = np.random.default_rng(3)
+    chunks = [pa.array(rng.zipf(1.3, int(n)) % 5000) for n in rng.integers(1, 4000, 40)]
+    for max_exact in (100, 3000, 10_000):
+        accs = [FrequencyAccumulator(max_exact) for _ in range(4)]
+        for acc in accs[2:]:  # the reference: every chunk absorbed when added
+            acc._defer = acc._absorb  # type: ignore[method-assign]
+        for i, chunk in enumerate(chunks):
+            accs[i % 2].add(chunk, 1)
+            accs[2 + i % 2].add(chunk, 1)
+        grouped, reference = accs[0], accs[2]
+        grouped.merge(accs[1])
+        reference.merge(accs[3])
+        got, want = grouped.result(50, decode=False), reference.result(50, decode=False)
+        assert got == want, max_exact
+        assert (grouped.exact, grouped.error, grouped.unique_lower_bound) == \
+            (reference.exact, reference.error, reference.unique_lower_bound)
+        if grouped.exact:  # and against the plain count
+            counts = Counter(v for c in chunks for v in c.to_pylist())
+            assert list(got.vocabulary) == sorted(counts.items(),
+                                                  key=lambda kv: (-kv[1], kv[0]))[:50]

@@ -24,7 +24,8 @@ from tfpipe.convert._tfds import write_tfds_metadata
 from tfpipe.convert.beam import RUNNERS, check_paths, is_url, pipeline_flags, run_beam, url_source
 from tfpipe.convert._summary import conversion_summary
 from tfpipe.convert._table_normalize import LIST_NULLS, TIME_UNITS, parse_keep_float64
-from tfpipe.convert._table_stats import attach_statistics, check_stats_request, local_statistics
+from tfpipe.convert._table_stats import (StreamedStatistics, attach_statistics,
+                                         check_stats_request)
 from tfpipe.convert.coco import BOX_POLICIES, CocoSource, looks_like_coco
 from tfpipe.convert.folder import FolderSource
 from tfpipe.convert.segfolder import SegmentationFolderSource, read_class_names
@@ -267,6 +268,9 @@ def convert(src: str | os.PathLike[str], out: str | os.PathLike[str], *,
                             split_of=lambda key: assign_split(key, ratios, seed),
                             runner=runner, flags=flags, progress=progress)
     else:
+        # Statistics ride on the plan's one pass over the table (while it is written).
+        streamed = (StreamedStatistics(source, plan, top_k=stats_top_k,  # type: ignore[arg-type]
+                                       num_quantiles=stats_quantiles) if stats else None)
         if workers is None:
             workers = default_workers(enumeration.total_size())
         manifest = execute(source, enumeration, plan, out, settings=settings,
@@ -283,7 +287,6 @@ def convert(src: str | os.PathLike[str], out: str | os.PathLike[str], *,
                                           flags=flags, top_k=stats_top_k,
                                           num_quantiles=stats_quantiles)
         else:
-            table_stats = local_statistics(source, plan, top_k=stats_top_k,
-                                           num_quantiles=stats_quantiles)
+            table_stats = streamed.result()  # type: ignore[union-attr]
         manifest = attach_statistics(out, table_stats)
     return manifest

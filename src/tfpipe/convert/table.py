@@ -53,6 +53,8 @@ BATCH_ROWS = 65_536
 # Bytes per CSV block: pyarrow's default, so the streaming reader infers types from
 # the same first block as pyarrow.csv.read_csv (tests shrink it).
 CSV_BLOCK_BYTES = 1 << 20
+# Bytes of Parquet read per column at a time (pyarrow's buffered stream).
+PARQUET_BUFFER_BYTES = 1 << 20
 
 
 def _unreadable(path: Path, fmt: str, exc: Exception) -> InputError:
@@ -124,7 +126,12 @@ def _parquet(path: str) -> Any:
     import pyarrow.parquet as pq
 
     source = _open(path)
-    pf = pq.ParquetFile(source)
+    # A local file without pre-buffering: with it pyarrow keeps the column chunks of
+    # every row group read so far (~50 B/row on a Criteo-shaped table), so memory grew
+    # with rows; a 1 MiB read buffer per column reads as fast and holds one row
+    # group's pages. A URL keeps pyarrow's coalesced range reads (latency).
+    pf = (pq.ParquetFile(source) if is_url(path) else
+          pq.ParquetFile(source, pre_buffer=False, buffer_size=PARQUET_BUFFER_BYTES))
     pf._tfpipe_source = source  # a URL's file object lives as long as the reader
     return pf
 
@@ -291,7 +298,8 @@ class _RowReader:
                     for start in range(0, batch.num_rows, chunk):
                         yield normalize_batch(batch.slice(start, chunk), self.plan)[0]
             return
-        for batch in _parquet(self.path).iter_batches(batch_size=chunk, use_threads=False):
+        # Threads: this pass (partitioning, statistics) runs before any worker does.
+        for batch in _parquet(self.path).iter_batches(batch_size=chunk, use_threads=True):
             yield normalize_batch(batch, self.plan)[0]
 
     def _item(self, index: int, size: int, row: dict[str, Any]) -> Item:
@@ -413,9 +421,9 @@ class TableRows(Sequence[Item]):
         is ordered by (hash, key text) and cut into `count` contiguous runs. Nothing
         per row stays in memory: a first pass counts each split's rows and bytes and
         a histogram of its order hashes (65536 buckets), which places every cut in a
-        bucket; a second pass sends each row's index and size to its shard's file
-        (rows of a bucket holding a cut are ranked exactly, in memory: ~n/65536 rows
-        per cut). A shard sorts its own rows when read (`_SpilledRows`), from its
+        bucket; a second pass (reusing the first's hashes) sends each row's index,
+        size and order hash to its shard's file (rows of a bucket holding a cut are
+        ranked exactly, in memory: ~n/65536 rows per cut). A shard sorts its own rows when read (`_SpilledRows`), from its
         own copy of them (`_PlanFiles.partition`).
         """
         names = list(ratios)
@@ -438,8 +446,13 @@ class TableRows(Sequence[Item]):
         counts = np.zeros(nsplit, np.int64)
         totals = np.zeros(nsplit, np.int64)
         hist = np.zeros(nsplit * nb, np.int64)
+        # The first pass's hashes (10 bytes a row on disk) serve the second: sha256
+        # per row and domain is most of the plan's CPU.
+        cache: Any = tempfile.TemporaryFile(prefix="tfpipe-plan-hashes-")
         for rows, sizes in self.chunks():
-            split, _, bucket = hashed(rows)
+            split, o, bucket = hashed(rows)
+            o.tofile(cache)
+            split.astype(np.int16).tofile(cache)
             counts += np.bincount(split, minlength=nsplit)
             for k in range(nsplit):
                 totals[k] += int(sizes[split == k].sum())
@@ -472,15 +485,19 @@ class TableRows(Sequence[Item]):
                                              rows_of_shard))  # type: ignore[arg-type]
             gid += count
         held: list[tuple[np.ndarray, ...]] = []  # rows of the buckets holding a cut
+        cache.seek(0)
         for rows, sizes in self.chunks():
-            split, o, bucket = hashed(rows)
+            o = np.fromfile(cache, np.float64, len(rows))
+            split = np.fromfile(cache, np.int16, len(rows)).astype(np.int64)
+            bucket = np.minimum((o * nb).astype(np.int64), nb - 1)
             near = exact[split, bucket]
             if near.any():
                 held.append((split[near], o[near], bucket[near], rows[near], sizes[near]))
             far = ~near
             gids = first_gid[split[far]] + shard_of_bucket[split[far], bucket[far]]
-            files.append(gids, rows[far], sizes[far])
+            files.append(gids, rows[far], sizes[far], o[far])
             files.note_rows(rows[far], gids)
+        cache.close()
         if held:
             split, o, bucket, rows, sizes = (np.concatenate(p) for p in zip(*held))
             for k in range(nsplit):
@@ -494,7 +511,7 @@ class TableRows(Sequence[Item]):
                 first = np.searchsorted(b, b, side="left")
                 rank = starts[k, b] + (np.arange(len(members)) - first)
                 shard = np.searchsorted(cuts[k], rank, side="right")
-                files.append(first_gid[k] + shard, rows[members], sizes[members])
+                files.append(first_gid[k] + shard, rows[members], sizes[members], o[members])
                 files.note_rows(rows[members], first_gid[k] + shard)
         files.close_rows(int(self.reader.offsets[-1]))
         return plan
@@ -543,6 +560,10 @@ class _PlanFiles:
         self.dir = tempfile.mkdtemp(prefix="tfpipe-plan-")
         self._cleanup = weakref.finalize(self, shutil.rmtree, self.dir, True)
         self._gid_file: Any = open(os.path.join(self.dir, "gid.i32"), "w+b")
+        # Told every batch the partitioning pass reads (`batch(normalized, gid)`, table
+        # order, BATCH_ROWS rows) and `end(ok)`: statistics ride on that pass instead
+        # of reading the table once more (`_table_stats.StreamedStatistics`).
+        self.watchers: list[Any] = []
 
     def __getstate__(self) -> dict[str, Any]:
         return {"dir": self.dir}  # workers read the files; only the planner removes them
@@ -580,16 +601,21 @@ class _PlanFiles:
         done = os.path.join(self.dir, "partitioned")
         if os.path.exists(done):
             return
+        ran = ok = False
+        watchers = list(getattr(self, "watchers", ()))  # a worker's copy has none
         with _PARTITION_LOCK, open(os.path.join(self.dir, ".lock"), "a+b") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)
             try:
                 if os.path.exists(done):
                     return
-                start = 0
+                start, ran = 0, True
                 with open(os.path.join(self.dir, "gid.i32"), "rb") as g:
-                    for batch in reader.all_batches(4 * BATCH_ROWS):
+                    # BATCH_ROWS: the batches statistics read (and a few MB at a time)
+                    for batch in reader.all_batches(BATCH_ROWS):
                         n = batch.num_rows
                         gid = np.fromfile(g, np.int32, n).astype(np.int64) - 1
+                        for watcher in watchers:
+                            watcher.batch(batch, gid)
                         # plain arrays: each copy holds rows of many batches
                         batch = pa.RecordBatch.from_arrays(
                             [c.dictionary_decode() if pa.types.is_dictionary(c.type) else c
@@ -613,8 +639,11 @@ class _PlanFiles:
                                 f.write(np.int64(data.size).tobytes())
                         start += n
                 open(done, "wb").close()
+                ok = True
             finally:
                 fcntl.flock(lock, fcntl.LOCK_UN)
+                for watcher in watchers if ran else ():
+                    watcher.end(ok)  # only the pass that read the table tells
 
     def shard_table(self, gid: int) -> Any:
         """The rows of shard `gid` (with their index in column `_ROW`), table order."""
@@ -632,25 +661,45 @@ class _PlanFiles:
             pos += length
         return pa.concat_tables(tables)
 
+    def ordered_path(self, gid: int) -> str:
+        """Shard `gid`'s rows in plan order (Arrow IPC file), once a reader sorted them."""
+        return os.path.join(self.dir, f"{gid}.ordered.arrow")
+
+    def drop_partitioned(self, gid: int) -> None:
+        for path in (self._shard_path(gid), self._shard_path(gid) + ".len"):
+            try:
+                os.remove(path)
+            except FileNotFoundError:
+                pass
+
     def path(self, gid: int) -> str:
         return os.path.join(self.dir, f"{gid}.i64")
 
-    def append(self, gid: np.ndarray, rows: np.ndarray, sizes: np.ndarray) -> None:
-        """Append (row, size) pairs to the files of shards `gid`, keeping their order."""
+    def append(self, gid: np.ndarray, rows: np.ndarray, sizes: np.ndarray,
+               order_hash: np.ndarray) -> None:
+        """Append (row, size, order hash) to the files of shards `gid`, keeping their order."""
         if len(gid) == 0:
             return
         order = np.argsort(gid, kind="stable")
-        gid, pairs = gid[order], np.stack([rows[order], sizes[order]], axis=1).astype(np.int64)
+        bits = np.ascontiguousarray(order_hash[order], np.float64).view(np.int64)
+        gid, pairs = gid[order], np.stack([rows[order], sizes[order], bits],
+                                          axis=1).astype(np.int64)
         bounds = np.flatnonzero(np.diff(gid)) + 1
         for lo, hi in zip([0, *bounds.tolist()], [*bounds.tolist(), len(gid)]):
             with open(self.path(int(gid[lo])), "ab") as f:
                 pairs[lo:hi].tofile(f)
 
     def load(self, gid: int) -> tuple[np.ndarray, np.ndarray]:
+        rows, sizes, _ = self.load_hashed(gid)
+        return rows, sizes
+
+    def load_hashed(self, gid: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(row indices, sizes, order hashes) of shard `gid`, as planned (unsorted)."""
         path = self.path(gid)
-        pairs = (np.fromfile(path, np.int64).reshape(-1, 2) if os.path.exists(path)
-                 else np.zeros((0, 2), np.int64))
-        return pairs[:, 0], pairs[:, 1]
+        triples = (np.fromfile(path, np.int64).reshape(-1, 3) if os.path.exists(path)
+                   else np.zeros((0, 3), np.int64))
+        return (triples[:, 0], triples[:, 1],
+                np.ascontiguousarray(triples[:, 2]).view(np.float64))
 
 
 class _SpilledRows(TableRows):
@@ -666,11 +715,10 @@ class _SpilledRows(TableRows):
         return self._count
 
     def arrays(self) -> tuple[np.ndarray, np.ndarray]:
-        rows, sizes = self._files.load(self._gid)
+        rows, sizes, o = self._files.load_hashed(self._gid)
         if len(rows) != self._count:  # pragma: no cover - a removed or damaged plan file
             raise InputError(f"the plan file {self._files.path(self._gid)} holds {len(rows)} "
                              f"rows, not {self._count}; rerun the conversion")
-        o = _unit_hashes(self._seed, "order", rows)
         members = np.argsort(o, kind="stable")
         _break_ties(members, o, rows)
         return rows[members], sizes[members]
@@ -683,28 +731,71 @@ class _SpilledRows(TableRows):
     def sizes(self) -> np.ndarray:
         return self.arrays()[1]
 
+    def row_set(self) -> np.ndarray:
+        """The shard's row indices in no particular order (no hashing, no sort)."""
+        return self._files.load(self._gid)[0]
+
     def plan_batches(self) -> Iterator[tuple[Any, np.ndarray, np.ndarray]]:
-        """From the shard's own copy of its rows (`_PlanFiles.partition`)."""
+        """From the shard's own copy of its rows, in plan order: the first reader (the
+        plan digest) sorts the partitioned copy (`_PlanFiles.partition`) into it once,
+        so the shard's writer reads it straight through (no second sort and gather)."""
+        import pyarrow as pa
+
+        path = self._files.ordered_path(self._gid)
+        if not os.path.exists(path):
+            self._write_ordered(path)
+        # Read, not memory-mapped: a mapping keeps every page read in the process's
+        # RSS until it closes; this holds one batch at a time.
+        with pa.OSFile(path, "rb") as source:
+            reader = pa.ipc.open_file(source)
+            for i in range(reader.num_record_batches):
+                batch = reader.get_batch(i)
+                n = batch.num_columns - 2  # the rows' index and size come last
+                rows = batch.column(n).to_numpy()
+                sizes = batch.column(n + 1).to_numpy()
+                yield (pa.RecordBatch.from_arrays(batch.columns[:n],
+                                                  names=batch.schema.names[:n]), rows, sizes)
+
+    def release(self) -> None:
+        """Remove the shard's ordered copy (its shard is written; nothing reads it
+        again), so the copies' disk is freed shard by shard, not at the end."""
+        try:
+            os.remove(self._files.ordered_path(self._gid))
+        except FileNotFoundError:
+            pass
+
+    def _write_ordered(self, path: str) -> None:
+        import pyarrow as pa
+
         self._files.partition(self.reader)
         table = self._files.shard_table(self._gid)
-        rows_f, sizes_f = self._files.load(self._gid)
+        rows_f, sizes_f, o_f = self._files.load_hashed(self._gid)
         if table is None or table.num_rows != self._count:  # pragma: no cover - damaged
             raise InputError(f"the plan files in {self._files.dir} do not hold the "
                              f"{self._count} rows of a shard; rerun the conversion")
         rows = table.column(_ROW).to_numpy()
-        o = _unit_hashes(self._seed, "order", rows)
+        # the copy holds the rows in table order: find each one's planned entry
+        by_row = np.argsort(rows_f, kind="stable")
+        at = by_row[np.searchsorted(rows_f[by_row], rows)]
+        o = o_f[at]
         members = np.argsort(o, kind="stable")
         _break_ties(members, o, rows)
         rows = rows[members]
-        by_row = np.argsort(rows_f, kind="stable")
-        sizes = sizes_f[by_row[np.searchsorted(rows_f[by_row], rows)]]
+        sizes = sizes_f[at[members]]
         table = table.drop_columns([_ROW])
-        pos = 0
-        for lo in range(0, len(rows), BATCH_ROWS):
-            for batch in table.take(members[lo:lo + BATCH_ROWS]).to_batches():
-                n = batch.num_rows
-                yield batch, rows[pos:pos + n], sizes[pos:pos + n]
-                pos += n
+        schema = table.schema.append(pa.field(_ROW, pa.int64())).append(
+            pa.field(_SIZE, pa.int64()))
+        temp = f"{path}.tmp-{os.getpid()}-{threading.get_ident()}"
+        with pa.OSFile(temp, "wb") as sink, pa.ipc.new_file(sink, schema) as writer:
+            for lo in range(0, len(rows), BATCH_ROWS):
+                part = table.take(members[lo:lo + BATCH_ROWS]).combine_chunks()
+                columns = [c.chunk(0) if c.num_chunks else pa.array([], c.type)
+                           for c in part.columns]
+                writer.write_batch(pa.RecordBatch.from_arrays(
+                    [*columns, pa.array(rows[lo:lo + BATCH_ROWS]),
+                     pa.array(sizes[lo:lo + BATCH_ROWS].astype(np.int64))], schema=schema))
+        os.replace(temp, path)
+        self._files.drop_partitioned(self._gid)  # the ordered copy replaces it (disk)
 
     def __iter__(self) -> Iterator[Item]:
         for batch, rows, sizes in self.plan_batches():
@@ -716,6 +807,7 @@ class _SpilledRows(TableRows):
 
 
 _ROW = "__tfpipe_row__"
+_SIZE = "__tfpipe_size__"
 _PARTITION_LOCK = threading.Lock()  # the digest threads share one partitioning pass
 
 
@@ -906,7 +998,7 @@ class TableSource(Source):
                                 os.path.join(spill_dir, "rows.arrow"), spill_dir)
             else:
                 self._scan_into(_parquet(self.path).iter_batches(batch_size=BATCH_ROWS,
-                                                                 use_threads=False),
+                                                                 use_threads=True),
                                 None, spill_dir)
         except BaseException:
             shutil.rmtree(spill_dir, ignore_errors=True)
@@ -1203,6 +1295,8 @@ class TableSource(Source):
                         yield row_by_row(items.reader.batch_items(batch, rows, sizes))
                     else:
                         yield from ((buf, n if k == 0 else 0) for k, buf in enumerate(bufs))
+                if isinstance(items, _SpilledRows):
+                    items.release()  # written: its copy's disk is free for the next ones
                 return
             # Items with payloads (the Beam runner's plan files): columnar too.
             for start in range(0, len(items), BATCH_ROWS):

@@ -168,6 +168,10 @@ class FrequencyAccumulator:
     exact: bool = True
     error: int = 0  # Misra-Gries: total decrement, the bound on every undercount
     unique_lower_bound: int = 0
+    # Chunks' (values, counts) not yet absorbed: absorbing one re-aggregates every
+    # distinct value held, so chunks wait and are absorbed together (`_flush`).
+    pending: list[tuple[Any, np.ndarray]] = field(default_factory=list)
+    pending_size: int = 0
 
     def add(self, values: Any, missing: int) -> None:
         """values: a pyarrow Array without nulls (int64 or binary)."""
@@ -178,16 +182,52 @@ class FrequencyAccumulator:
             return
         self.count += len(values)
         vc = pc.value_counts(values)
-        self._absorb(vc.field("values"), vc.field("counts").to_numpy().astype(np.int64))
+        self._defer(vc.field("values"), vc.field("counts").to_numpy().astype(np.int64))
 
     def merge(self, other: FrequencyAccumulator) -> None:
+        other._flush()
         self.count += other.count
         self.missing += other.missing
         self.error += other.error
         self.exact = self.exact and other.exact
         self.unique_lower_bound = max(self.unique_lower_bound, other.unique_lower_bound)
         if other.values is not None:
-            self._absorb(other.values, other.counts)
+            self._defer(other.values, other.counts)
+        self._flush()
+
+    def _defer(self, values: Any, counts: np.ndarray) -> None:
+        self.pending.append((values, counts))
+        self.pending_size += len(values)
+        # Absorbing re-aggregates every value held: wait until the chunks hold about
+        # as many, so each value held is re-aggregated O(1) times per doubling.
+        held = 0 if self.values is None else len(self.values)
+        if self.pending_size >= max(held, 1 << 16):
+            self._flush()
+
+    def _flush(self) -> None:
+        """Absorb the pending chunks. At once when the result cannot differ from
+        absorbing them one by one: while every distinct value seen fits in
+        `max_exact`, no step compacts and the counts are exact sums whatever the
+        grouping. Else (the union passes `max_exact`, or counts are already
+        approximate) one by one from the state before, as `add` did chunk by chunk."""
+        import pyarrow as pa
+
+        if not self.pending:
+            return
+        pending, self.pending, self.pending_size = self.pending, [], 0
+        if len(pending) > 1 and self.exact:
+            before = (self.values, self.counts, self.unique_lower_bound)
+            table = pa.table({"v": pa.concat_arrays([v for v, _ in pending]),
+                              "c": np.concatenate([c for _, c in pending])})
+            table = table.group_by("v").aggregate([("c", "sum")])
+            self._absorb(table.column("v").combine_chunks(),
+                         table.column("c_sum").to_numpy().astype(np.int64))
+            if self.exact:
+                return
+            self.values, self.counts, self.unique_lower_bound = before
+            self.exact, self.error = True, 0  # exact counts carry no error
+        for values, counts in pending:
+            self._absorb(values, counts)
 
     def _absorb(self, values: Any, counts: np.ndarray) -> None:
         import pyarrow as pa
@@ -215,6 +255,8 @@ class FrequencyAccumulator:
         import pyarrow as pa
 
         from tfpipe.features._stats import CategoricalStats
+
+        self._flush()
 
         vocab: list[tuple[str | int, int]] = []
         if self.values is not None and len(self.values):
