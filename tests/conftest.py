@@ -83,6 +83,18 @@ def _graph_optimizer_off() -> None:
     tf.config.optimizer.set_experimental_options({"disable_meta_optimizer": True})
 
 
+@pytest.fixture
+def graph_optimizer_on():
+    """TF's default (Grappler on) for one test: for tests that compare a model's
+    output in this process with a fresh process's, since Grappler fuses a model's
+    MatMul + BiasAdd + Relu (other last bits). Function calls read it per call."""
+    import tensorflow as tf
+
+    tf.config.optimizer.set_experimental_options({"disable_meta_optimizer": False})
+    yield
+    tf.config.optimizer.set_experimental_options({"disable_meta_optimizer": True})
+
+
 def _unit(item: pytest.Item) -> str:
     """What xdist's loadgroup schedules as one piece: the group, else the test."""
     names = sorted({str(m.args[0] if m.args else m.kwargs.get("name", "default"))

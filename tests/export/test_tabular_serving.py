@@ -168,7 +168,7 @@ def test_malformed_requests_name_the_column(world):
 
 
 @pytest.mark.slow
-def test_fresh_process_serves_the_same_predictions(world, tmp_path):
+def test_fresh_process_serves_the_same_predictions(world, tmp_path, graph_optimizer_on):
     transforms = tabular_transforms(world["cfg"])
     data = world["data"]
     files = Manifest.load(data).shard_paths(data, "val")
