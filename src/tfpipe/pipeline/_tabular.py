@@ -237,15 +237,22 @@ class Tabular:
         # since every transform is per row; a bad record skipped leaves its group
         # short, and rebatch still fills every batch but the last
         group = s.batch_size * max(1, PARSE_ROWS // s.batch_size)
-        ds = ds.batch(group)
+        return self.guarded_batches(ds.batch(group), self.guarded, iteration, drop)
+
+    def guarded_batches(self, groups: tf.data.Dataset, guard: Any,
+                        iteration: tf.Tensor | None, drop_remainder: bool) -> tf.data.Dataset:
+        """Groups -> `guard` (one guarded parse per group: an element `(features,
+        label, bad keys)`, `num_parallel_calls` groups at a time) -> `report` of the
+        bad records -> batches of `batch_size` rows."""
+        s = self.s
         npc = batch_parallelism(s)
-        ds = ds.interleave(tf.autograph.experimental.do_not_convert(self.guarded),
-                           cycle_length=max(npc, 1) if npc != AUTOTUNE else None,
-                           block_length=1, **({} if npc == 1 else {
-                               "num_parallel_calls": npc, "deterministic": s.deterministic}))
+        ds = groups.interleave(tf.autograph.experimental.do_not_convert(guard),
+                               cycle_length=max(npc, 1) if npc != AUTOTUNE else None,
+                               block_length=1, **({} if npc == 1 else {
+                                   "num_parallel_calls": npc, "deterministic": s.deterministic}))
         ds = ds.map(tf.autograph.experimental.do_not_convert(
             lambda f, y, bad: self.report(f, y, bad, iteration)))
-        return ds.rebatch(s.batch_size, drop_remainder=drop)
+        return ds.rebatch(s.batch_size, drop_remainder=drop_remainder)
 
     def batches(self) -> int | None:
         from tfpipe.pipeline._cardinality import batches as _batches

@@ -26,8 +26,7 @@ import tensorflow as tf
 from tfpipe import seeds
 from tfpipe.errors import ConfigError, InputError
 from tfpipe.pipeline._epochs import TRAIN_SPLITS
-from tfpipe.pipeline._options import batch_parallelism
-from tfpipe.pipeline._settings import AUTOTUNE, Settings
+from tfpipe.pipeline._settings import Settings
 from tfpipe.pipeline._source import worker_files
 from tfpipe.pipeline._tabular import Tabular, float64_bits_as_float32
 from tfpipe.records.packed import MISSING_PREFIX, ROWS_KEY, missing_key, shard_rows
@@ -221,19 +220,13 @@ class PackedTabular(Tabular):
                 return left - drop, (keys, ser, seed, drop, rows)
 
             ds = ds.scan(tf.cast(step, tf.int64) * s.batch_size, skip).filter(
-                lambda k, r, sd, drop, rows: tf.logical_or(drop < rows, tf.equal(drop, 0))
-            ).map(lambda k, r, sd, drop, rows: (k, r, sd, drop))
-        drop_last = s.drop_remainder if train else False
-        npc = batch_parallelism(s)
-        ds = ds.interleave(
-            tf.autograph.experimental.do_not_convert(
-                lambda k, r, sd, d: self.guarded_group(k, r, sd, d, permute)),
-            cycle_length=max(npc, 1) if npc != AUTOTUNE else None,
-            block_length=1, **({} if npc == 1 else {
-                "num_parallel_calls": npc, "deterministic": s.deterministic}))
-        ds = ds.map(tf.autograph.experimental.do_not_convert(
-            lambda f, y, bad: self.report(f, y, bad, iteration)))
-        return ds.rebatch(s.batch_size, drop_remainder=drop_last)
+                tf.autograph.experimental.do_not_convert(
+                    lambda k, r, sd, drop, rows: tf.logical_or(drop < rows, tf.equal(drop, 0)))
+            ).map(tf.autograph.experimental.do_not_convert(
+                lambda k, r, sd, drop, rows: (k, r, sd, drop)))
+        return self.guarded_batches(
+            ds, lambda k, r, sd, d: self.guarded_group(k, r, sd, d, permute), iteration,
+            s.drop_remainder if train else False)
 
     def batches(self) -> int | None:
         """Batches of one pass from the manifest's ROW counts (None when blocks are
