@@ -30,15 +30,23 @@ def _batches(s: Settings, split: str, src: Source, files: list[str],
         records = len(range(wi, sum(counts.values()), wc))
     else:
         records = sum(counts[f] for f in files)
+    return batches_of(s, split, records, "records", worker)
+
+
+def batches_of(s: Settings, split: str, count: int, unit: str,
+               worker: tuple[int, int]) -> int:
+    """Batches of one pass over `count` records (or rows: `unit`) of this worker;
+    a ConfigError when drop_remainder would leave an epoch of 0 batches."""
+    wi, wc = worker
     drop = s.drop_remainder if split in TRAIN_SPLITS else False
-    if drop and records < s.batch_size:  # an epoch of 0 batches: Keras would train 0 steps
+    if drop and count < s.batch_size:  # an epoch of 0 batches: Keras would train 0 steps
         part = f"worker {wi} of {wc}'s part, " if wc > 1 else ""
         raise ConfigError(
-            f"pipeline.batch_size: {s.batch_size} is more than the {records} records of split "
+            f"pipeline.batch_size: {s.batch_size} is more than the {count} {unit} of split "
             f"{split!r} ({part}from the manifest of {s.data_path}), and "
             f"pipeline.drop_remainder is true: every epoch would have 0 batches; set "
-            f"pipeline.batch_size to at most {records} or pipeline.drop_remainder: false")
-    return records // s.batch_size if drop else -(-records // s.batch_size)
+            f"pipeline.batch_size to at most {count} or pipeline.drop_remainder: false")
+    return count // s.batch_size if drop else -(-count // s.batch_size)
 
 
 def _declare(ds: tf.data.Dataset, n: int | None, s: Settings | None = None

@@ -24,7 +24,7 @@ from typing import Any
 import tensorflow as tf
 
 from tfpipe import seeds
-from tfpipe.errors import ConfigError, InputError
+from tfpipe.errors import InputError
 from tfpipe.pipeline._epochs import TRAIN_SPLITS
 from tfpipe.pipeline._settings import Settings
 from tfpipe.pipeline._source import worker_files
@@ -231,16 +231,9 @@ class PackedTabular(Tabular):
     def batches(self) -> int | None:
         """Batches of one pass from the manifest's ROW counts (None when blocks are
         dealt to workers one by one: their rows then depend on the read order)."""
-        s, wi, wc = self.s, *self.worker
+        from tfpipe.pipeline._cardinality import batches_of
+
         if self.elem_shard:
             return None
         rows = sum(self.shard_rows[f] for f in self.my_files)
-        drop = s.drop_remainder if self.split in TRAIN_SPLITS else False
-        if drop and rows < s.batch_size:
-            part = f"worker {wi} of {wc}'s part, " if wc > 1 else ""
-            raise ConfigError(
-                f"pipeline.batch_size: {s.batch_size} is more than the {rows} rows of split "
-                f"{self.split!r} ({part}from the manifest of {s.data_path}), and "
-                "pipeline.drop_remainder is true: every epoch would have 0 batches; set "
-                f"pipeline.batch_size to at most {rows} or pipeline.drop_remainder: false")
-        return rows // s.batch_size if drop else -(-rows // s.batch_size)
+        return batches_of(self.s, self.split, rows, "rows", self.worker)
