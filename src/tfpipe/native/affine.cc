@@ -384,6 +384,57 @@ void WarpRow(const Args& a, int64_t b, int64_t oy, int64_t x_begin, int64_t x_en
   };
 
 #if defined(__SSE2__)
+  // Nearest fast path (affine, 1 or 3 channels, constant/nearest fill: class masks
+  // follow every rotation through here): the source coordinates and `RoundIndex`
+  // of 4 pixels at a time with `pixel`'s float ops in its order (so the same
+  // indices), then a scalar copy or fill per pixel. The clamps put the constant
+  // second (`_mm_max_ps(lo, v)`) so that a NaN coordinate stays NaN as in
+  // std::max(v, lo), truncates to INT32_MIN and is filled, as the scalar path does.
+  if (!kBilinear && (kC == 3 || kC == 1) && affine &&
+      (F == Fill::kConstant || F == Fill::kNearest)) {
+    constexpr int kChunk = 64;
+    alignas(16) int32_t xis[kChunk], yis[kChunk];
+    const __m128 t0 = _mm_set1_ps(t[0]), t2 = _mm_set1_ps(t[2]), t1yv = _mm_set1_ps(t1y);
+    const __m128 t3 = _mm_set1_ps(t[3]), t5 = _mm_set1_ps(t[5]), t4yv = _mm_set1_ps(t4y);
+    const __m128 zero = _mm_setzero_ps(), half = _mm_set1_ps(0.5f), nhalf = _mm_set1_ps(-0.5f);
+    const __m128 wmax = _mm_set1_ps(static_cast<float>(w - 1));
+    const __m128 hmax = _mm_set1_ps(static_cast<float>(h - 1));
+    const __m128 lo = _mm_set1_ps(-kFar), hi = _mm_set1_ps(kFar);
+    const __m128 lanes = _mm_setr_ps(0.f, 1.f, 2.f, 3.f);
+    auto round_index = [&](__m128 v) {  // RoundIndex on 4 lanes
+      const __m128 c4 = _mm_min_ps(hi, _mm_max_ps(lo, v));
+      __m128i r = _mm_cvttps_epi32(c4);
+      const __m128 frac = _mm_sub_ps(c4, _mm_cvtepi32_ps(r));
+      r = _mm_sub_epi32(r, _mm_castps_si128(_mm_cmpge_ps(frac, half)));   // +1
+      return _mm_add_epi32(r, _mm_castps_si128(_mm_cmple_ps(frac, nhalf)));  // -1
+    };
+    const T fill_t = FromFloat<T>(fill);
+    for (int64_t begin = x_begin; begin < x_end; begin += kChunk) {
+      const int n = static_cast<int>(std::min<int64_t>(kChunk, x_end - begin));
+      for (int i = 0; i < n; i += 4) {
+        const __m128 fx = _mm_add_ps(_mm_set1_ps(static_cast<float>(begin + i)), lanes);
+        __m128 x = _mm_add_ps(_mm_add_ps(_mm_mul_ps(t0, fx), t1yv), t2);
+        __m128 y = _mm_add_ps(_mm_add_ps(_mm_mul_ps(t3, fx), t4yv), t5);
+        if (F == Fill::kNearest) {  // MapCoord: std::min(std::max(in, 0), len - 1)
+          x = _mm_min_ps(wmax, _mm_max_ps(zero, x));
+          y = _mm_min_ps(hmax, _mm_max_ps(zero, y));
+        }
+        _mm_store_si128(reinterpret_cast<__m128i*>(xis + i), round_index(x));
+        _mm_store_si128(reinterpret_cast<__m128i*>(yis + i), round_index(y));
+      }
+      T* o = out + begin * kC;
+      for (int i = 0; i < n; ++i, o += kC) {
+        const int64_t xi = xis[i], yi = yis[i];
+        if (0 <= yi && yi < h && 0 <= xi && xi < w) {
+          const T* p = img + yi * row + xi * kC;
+          for (int k = 0; k < kC; ++k) o[k] = p[k];
+        } else {
+          for (int k = 0; k < kC; ++k) o[k] = fill_t;
+        }
+      }
+    }
+    return;
+  }
   // Fast path (affine, 3 channels or 1 (grayscale), constant/nearest fill):
   // source coordinates, floors, weights and the all-taps-inside test for 4 pixels
   // at a time, with the same float ops as the scalar path (so the same values),
