@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 import tensorflow as tf
 
 from tfpipe.pipeline import STAGES, _block, build_pipeline, build_stages
@@ -82,6 +83,13 @@ def test_build_stages_are_the_pipeline_cut_after_each_stage(dataset):
     got = dict(stages)
     read = list(got["read"])
     assert len(read) == NUM and {int(s) for s, _, _ in read} == {0, 1, 2}
+    # until="read": that stream alone (nothing later traced), the same records in order
+    (only,) = build_stages(cfg, until="read")
+    assert only[0] == "read"
+    assert [(int(a), int(b), c.numpy()) for a, b, c in only[1]] == [
+        (int(a), int(b), c.numpy()) for a, b, c in read]
+    with pytest.raises(ValueError, match="until: must be None or 'read', got 'decode'"):
+        build_stages(cfg, until="decode")
     parsed = [p for p in got["parse"].take(4)]
     labels = [int(p["image/class/label"]) for p in parsed]
     assert all(0 <= v < CLASSES for v in labels)

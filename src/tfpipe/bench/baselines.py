@@ -484,7 +484,7 @@ def tfpipe_records(config: Any, split: str = "train") -> Any:
 
     from tfpipe.pipeline import build_stages
 
-    read = dict(build_stages(config, split=split))["read"]
+    read = dict(build_stages(config, split=split, until="read"))["read"]
 
     def serialized(*element: Any) -> Any:
         strings = [t for t in tf.nest.flatten(element) if t.dtype == tf.string]

@@ -209,7 +209,7 @@ def check_records(ctx: Context) -> CheckResult:
         want = info.num_records
         if not info.shards:
             continue
-        read = dict(build_stages(cfg, split=split))["read"]
+        read = dict(build_stages(cfg, split=split, until="read"))["read"]
         reset_skipped_counts()  # framing_losses() then describes this read only
         got = _count(read)
         seen.append(f"{split} {got} of {want}")

@@ -64,14 +64,21 @@ def _worker(worker: Any) -> tuple[int, int]:
 
 
 def build_stages(config: Any, split: str = "train", epoch: int = 0, worker: Any = None,
-                 *, keep_index: bool = False) -> list[tuple[str, tf.data.Dataset]]:
+                 *, keep_index: bool = False, until: str | None = None
+                 ) -> list[tuple[str, tf.data.Dataset]]:
     """Prefixes of one epoch's pipeline, in pipeline order: read, parse, decode,
     geometry (per-sample L1 + L2), batch (uint8 batches), pixel (batch + L3),
     compose (everything but options and prefetch). Each prefix is what the
-    pipeline itself computes up to that stage (the stage report's deltas)."""
+    pipeline itself computes up to that stage (the stage report's deltas).
+    `until="read"`: the record stream alone, without tracing the later stages
+    (what a record count needs: `tfpipe check`'s records check)."""
+    if until not in (None, "read"):
+        raise ValueError(f"until: must be None or 'read', got {until!r}")
     s = settings(config)
     src, files, wk = _source(s, split, worker)
     read = _records(s, split, src, files, wk)
+    if until == "read":
+        return [("read", read)]
     records = _cache(read, s, split, files, wk, "records") if split in TRAIN_SPLITS else read
     stages = _assemble(s, split, epoch, wk, src, files, records, keep_index, all_stages=True)
     return [("read", read)] + stages[1:]
