@@ -19,7 +19,7 @@ knobs that pick code per host at run time:
 - the intra-op thread pool size (hosts differ in core count);
 - tfpipe's native kernels on/off (`TFPIPE_NATIVE=0`: the pure-TF twins);
 - TF's graph optimizer (grappler) off, as the suite's own test processes run
-  (tests/conftest.py): it must not change a byte either.
+  (tests/conftest.py): it must not change a byte either (in the AVX2 child).
 
 The hashes must be equal across all environments. Before the fix (XLA-compiled
 colour chain and normalize) the SSE4_2 and AVX2 environments hashed differently
@@ -110,14 +110,15 @@ ENVS: dict[str, dict[str, str]] = {
                     "GLIBC_TUNABLES": _NO_AVX, "JSIMD_FORCESSE2": "1",
                     "TFPIPE_TEST_ISA": "baseline",
                     "TFPIPE_TEST_THREADS": "1"},
-    "avx2 host, oneDNN off": {"XLA_FLAGS": "--xla_cpu_max_isa=AVX2",
-                              "ONEDNN_MAX_CPU_ISA": "AVX2", "TF_ENABLE_ONEDNN_OPTS": "0",
-                              "GLIBC_TUNABLES": "glibc.cpu.hwcaps=-AVX512F,-AVX512DQ,"
-                                                "-AVX512BW,-AVX512VL",
-                              "TFPIPE_TEST_THREADS": "3"},
+    # + TF's graph optimizer off: not a host, but how the suite's own processes run
+    # (tests/conftest.py); one child for both, as a child costs ~30 CPU-s (4 children
+    # run in two waves of two, 5 took three)
+    "avx2 host, oneDNN off, graph optimizer off": {
+        "XLA_FLAGS": "--xla_cpu_max_isa=AVX2", "ONEDNN_MAX_CPU_ISA": "AVX2",
+        "TF_ENABLE_ONEDNN_OPTS": "0",
+        "GLIBC_TUNABLES": "glibc.cpu.hwcaps=-AVX512F,-AVX512DQ,-AVX512BW,-AVX512VL",
+        "TFPIPE_TEST_THREADS": "3", "TFPIPE_TEST_NO_GRAPPLER": "1"},
     "native off, oneDNN on": {"TFPIPE_NATIVE": "0", "TF_ENABLE_ONEDNN_OPTS": "1"},
-    # not a host: how the suite's own processes run (tests/conftest.py)
-    "TF graph optimizer off": {"TFPIPE_TEST_NO_GRAPPLER": "1"},
 }
 
 
