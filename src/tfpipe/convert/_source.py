@@ -56,6 +56,11 @@ class Source:
         """Feature values of one input and counters (e.g. boxes clipped); raises BadInput."""
         raise NotImplementedError
 
+    def shard_stats(self, shard: Any) -> dict[str, int]:
+        """Per-shard counts for the manifest's `settings.shard_stats` besides the
+        encoder's (the packed table layout: the rows of a shard of blocks)."""
+        return {}
+
 
 def file_size(path: str | os.PathLike[str]) -> int | None:
     try:

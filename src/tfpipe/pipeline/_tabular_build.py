@@ -101,13 +101,13 @@ def raw_rows(config: Any, n: int, split: str = "train") -> dict[str, Any]:
 
     t = make_tabular(settings(config), split, (0, 1))
     spec = {k: v for k, v in t.spec.items() if k in t.transforms.raw_spec}
-    if t.packed:  # the rows of the first blocks (blocks of at least one row each)
-        blocks = next(iter(tf.data.TFRecordDataset(t.files, t.compression or "").batch(n)))
-        raw = t.raw_group(blocks, None)  # type: ignore[attr-defined]
+    # the first n records: n rows, or n blocks of at least one row each (packed)
+    serialized = next(iter(tf.data.TFRecordDataset(t.files, t.compression or "").batch(n)))
+    if t.packed:  # the first n rows of those blocks
+        raw = t.raw_group(serialized, None)  # type: ignore[attr-defined]
         parsed = {c: (tf.sparse.slice(v, [0, 0], [n, 1]) if isinstance(v, tf.SparseTensor)
                       else v[:n]) for c, v in raw.items() if c in spec}
     else:
-        serialized = next(iter(tf.data.TFRecordDataset(t.files, t.compression or "").batch(n)))
         parsed = tf.io.parse_example(serialized, spec)
     out: dict[str, Any] = {}
     for c, v in parsed.items():

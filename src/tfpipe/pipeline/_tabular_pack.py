@@ -81,6 +81,7 @@ class PackedTabular(Tabular):
         for c in self.nullable:
             pspec[missing_key(c)] = tf.io.VarLenFeature(tf.int64)
         self.pspec = pspec
+        self._group_fns: dict[bool, Any] = {}
 
     # ------------------------------------------------------------------ a group
     def raw_group(self, serialized: tf.Tensor, order_seed: tf.Tensor | None,
@@ -144,16 +145,17 @@ class PackedTabular(Tabular):
         return self.transforms(parsed), label
 
     def _group_function(self, permute: bool) -> Any:
-        key = f"_group_fn_{permute}"
-        if getattr(self, key, None) is None:
+        """`parse_group` traced once per ordering (permuted or not) and shared by the
+        whole group's and the per-block parses."""
+        if permute not in self._group_fns:
             def fn(serialized: tf.Tensor, seed: tf.Tensor, drop: tf.Tensor) -> Any:
                 return self.parse_group(serialized, seed if permute else None, drop)
 
-            setattr(self, key, tf.function(
+            self._group_fns[permute] = tf.function(
                 tf.autograph.experimental.do_not_convert(fn), autograph=False,
                 input_signature=[tf.TensorSpec([None], tf.string), tf.TensorSpec([2], tf.int64),
-                                 tf.TensorSpec([], tf.int64)]))
-        return getattr(self, key)
+                                 tf.TensorSpec([], tf.int64)])
+        return self._group_fns[permute]
 
     def guarded_group(self, keys: tf.Tensor, serialized: tf.Tensor, seed: tf.Tensor,
                       drop: tf.Tensor, permute: bool) -> tf.data.Dataset:

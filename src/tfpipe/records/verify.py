@@ -33,6 +33,7 @@ from tfpipe.records.codec import decode_example
 from tfpipe.records.framing import Finding, _Buffer, detect_compression, walk
 from tfpipe.records.imagecheck import is_jpeg, jpeg_damage
 from tfpipe.records.manifest import MANIFEST_NAME, Manifest
+from tfpipe.records.packed import shard_rows
 from tfpipe.records.schema import (AREA_KEY, INSTANCE_MASK_KEY, IS_CROWD_KEY,
                                    KEYPOINT_VISIBILITY_KEY, KEYPOINT_X_KEY, KEYPOINT_Y_KEY,
                                    MASK_KEY, Schema)
@@ -107,9 +108,9 @@ class _DeepChecker:
     def _packed_findings(self, path: str, ex: dict[str, list[Any]]) -> list[str]:
         """A block of the packed table layout (tfpipe.records.packed): every column
         holds `tfpipe/rows` values, every missing index lies in the block."""
-        from tfpipe.records.packed import MISSING_PREFIX, ROWS_KEY
+        from tfpipe.records.packed import MISSING_PREFIX, ROWS_KEY, is_packed
 
-        if self.schema is None or ROWS_KEY not in self.schema or not ex.get(ROWS_KEY):
+        if self.schema is None or not is_packed(self.schema) or not ex.get(ROWS_KEY):
             return []
         rows = int(ex[ROWS_KEY][0])
         self.block_rows[path] = self.block_rows.get(path, 0) + rows
@@ -447,6 +448,7 @@ def verify(path: str | os.PathLike[str], deep: bool = False,
                             len(names) if names else None) if deep else None)
     listed: set[str] = set()
     for split in sorted(manifest.splits):
+        split_rows = shard_rows(manifest, split)  # packed layout: rows per shard
         for entry, f in zip(manifest.splits[split].shards,
                             manifest.shard_paths(directory, split)):
             listed.add(os.path.realpath(f))
@@ -465,8 +467,7 @@ def verify(path: str | os.PathLike[str], deep: bool = False,
             at = len(report.findings)  # the checksum finding goes before the frame findings
             n, sha = _check_file(f, manifest.compression, report, checker, entry.num_records,
                                  want_sha256=True)
-            rows = ((manifest.settings or {}).get("shard_stats") or {}).get(
-                entry.path, {}).get("rows")
+            rows = split_rows.get(entry.path)
             if checker is not None and rows is not None and f in checker.block_rows \
                     and checker.block_rows[f] != rows:
                 report.findings.append(Finding(
